@@ -1,0 +1,42 @@
+// ckpt: inspect PyTorch checkpoints without Python and without running anything they contain.
+// Thin main: parse, dispatch to one run_x per subcommand, map errors to exit codes (the only exit).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <new>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+#ifndef CKPT_VERSION
+#define CKPT_VERSION "0.0.0"
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt) without Python\n"
+               "and without executing anything the file contains.",
+               "ckpt"};
+  app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
+  app.require_subcommand(1);
+  app.footer("Exit codes: 0 ok, 1 findings at or above --fail-on, 2 usage error, 3 unreadable or unsupported input,\n"
+             "4 the environment cannot do it. See man ckpt.");
+  ckpt::cli::SummaryOptions summary;
+  ckpt::cli::setup_summary(app, summary);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
+  }
+  try {
+    if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
+  } catch (const ckpt::InputError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "ckpt: error: {}\n", e.render());
+    return ckpt::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "ckpt: error: out of memory\n");
+    return ckpt::kExitBadInput;
+  }
+  return ckpt::kExitUsage;
+}

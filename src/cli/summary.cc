@@ -1,0 +1,50 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "core/reader.h"
+#include "core/render.h"
+#include "core/summary.h"
+
+namespace ckpt::cli {
+
+bool use_color(int fd) {
+  const char* nc = std::getenv("NO_COLOR");
+  return isatty(fd) && (nc == nullptr || nc[0] == '\0');
+}
+
+void setup_summary(CLI::App& app, SummaryOptions& o) {
+  auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
+  sub->add_option("file", o.file, "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, bare pickle")
+      ->required()
+      ->type_name("FILE");
+  sub->add_option("-d,--depth", o.depth, "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth")
+      ->default_val(1)
+      ->type_name("N");
+  sub->add_option("-f,--format", o.format, "Output format")
+      ->check(CLI::IsMember({"text", "json", "markdown"}))
+      ->default_val("text");
+  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1)");
+}
+
+int run_summary(const SummaryOptions& o) {
+  Checkpoint ck = read_checkpoint(o.file);
+  Summary s = summarize(ck);
+  const std::string format = o.json ? "json" : o.format;
+  std::string out;
+  if (format == "json") {
+    out = summary_json(s).dump(2) + "\n";
+  } else {
+    RenderOptions r;
+    r.depth = o.depth;
+    r.color = use_color(STDOUT_FILENO);
+    out = format == "markdown" ? render_summary_markdown(s, r) : render_summary_text(s, r);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return kExitOk;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,96 @@
+// What readers produce: a Checkpoint of tensor records, storages, an optional module tree, metadata
+// and findings. Nothing here holds tensor bytes; storages stay references into the file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+#include "core/pickle.h"
+
+namespace ckpt {
+
+enum class TensorState : uint8_t { Materialized, Uninitialized, Meta };
+enum class TensorKind : uint8_t { Parameter, Buffer };
+enum class Severity : uint8_t { Info, Warning, Error };
+
+struct Tensor {
+  std::string name;                   // dotted path ("encoder.0.weight")
+  const DType* dtype = nullptr;       // nullptr only for uninitialized entries saved without a dtype
+  std::vector<int64_t> shape;         // empty for 0-dim; unset for uninitialized
+  std::vector<int64_t> stride;
+  int64_t numel = 0;
+  int64_t offset = 0;                 // storage offset in elements
+  uint64_t bytes = 0;                 // numel * itemsize (sparse: stored component bytes)
+  std::string storage;                // storage key ("0"), "" for none
+  std::string device = "cpu";         // saved location: "cpu", "cuda:0", "meta"
+  bool requires_grad = false;
+  bool is_parameter_object = false;   // saved as torch.nn.Parameter (kind is then exact)
+  TensorState state = TensorState::Materialized;
+  TensorKind kind = TensorKind::Parameter;
+  bool kind_inferred = true;          // true when kind was guessed from the name / dtype
+  std::string layout = "strided";     // strided | sparse_coo | sparse_csr | quantized | nested | ...
+  std::string qscheme;                // quantized: per_tensor_affine, ...
+  std::string subclass;               // tensor subclass / unusual rebuild function, if any
+  const Value* identity = nullptr;    // the pickle node (same node = same Python object)
+};
+
+struct Storage {
+  std::string key;
+  const DType* dtype = nullptr;
+  uint64_t numel = 0;                 // in elements of dtype (UntypedStorage: bytes)
+  uint64_t nbytes = 0;
+  std::string device;
+  std::string member;                 // zip entry holding the bytes ("" for legacy streams)
+  uint64_t file_offset = 0;           // legacy streams: where the bytes begin (0 = not located)
+  bool present = false;               // the bytes are in the file
+  bool in_model = false;              // referenced by the model (not only by optimizer state)
+};
+
+struct Module {
+  std::string name;                   // "" for the root
+  std::string type;                   // short class name ("Linear"), "" when unknown
+  std::string qualified_type;         // "torch.nn.modules.linear.Linear"
+  std::optional<bool> training;
+};
+
+struct Finding {
+  std::string id;
+  Severity severity = Severity::Warning;
+  std::string message;
+  std::string fix;
+  std::vector<std::string> where;
+};
+
+struct Checkpoint {
+  std::shared_ptr<MappedFile> file;
+  std::string path;
+  uint64_t file_size = 0;
+  std::string format;                 // torch-zip | torch-legacy | pickle | lightning | torchscript
+  std::string container;              // zip | legacy | pickle
+  std::string prefix;                 // zip folder prefix ("archive")
+  std::string model_key;              // where the model came from inside the object ("state_dict", "" = root)
+  std::string content;                // state_dict | module | lightning | object
+  int pickle_protocol = 0;
+  std::vector<std::pair<std::string, std::string>> records;  // version, byteorder, ...
+  std::vector<Tensor> tensors;
+  std::vector<Storage> storages;
+  std::vector<Module> modules;        // known module tree (whole pickled modules); empty = derive from keys
+  bool split_inferred = true;         // parameter/buffer split guessed from names
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  std::vector<Finding> findings;
+  std::vector<GlobalRef> globals;     // every global the pickles named
+  std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive
+};
+
+const char* to_string(TensorState s);
+const char* to_string(TensorKind k);
+const char* to_string(Severity s);
+
+}  // namespace ckpt

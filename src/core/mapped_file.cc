@@ -1,0 +1,61 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ckpt {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw InputError(path, std::string("cannot stat: ") + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(path, S_ISDIR(st.st_mode) ? "is a directory, not a checkpoint file"
+                                               : "is not a regular file");
+  }
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<uint64_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      throw InputError(path, std::string("cannot map: ") + std::strerror(e));
+    }
+    f->data_ = static_cast<const uint8_t*>(p);
+    f->mapped_ = true;
+  }
+  ::close(fd);
+  f->origin_ = std::make_shared<Origin>(Origin{path, ""});
+  return f;
+}
+
+std::shared_ptr<MappedFile> MappedFile::from_memory(std::string bytes, const std::string& display_name) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = display_name;
+  f->owned_ = std::move(bytes);
+  f->data_ = reinterpret_cast<const uint8_t*>(f->owned_.data());
+  f->size_ = f->owned_.size();
+  f->origin_ = std::make_shared<Origin>(Origin{display_name, ""});
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0); }
+
+}  // namespace ckpt

@@ -1,0 +1,37 @@
+// A read-only memory map of a whole file. Pages are touched only when read, so mapping a 3 GB
+// checkpoint to read its central directory and data.pkl costs a few pages, not 3 GB.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/bytes.h"
+
+namespace ckpt {
+
+class MappedFile {
+ public:
+  // Throws InputError (no offset) when the file cannot be opened or mapped.
+  static std::shared_ptr<MappedFile> open(const std::string& path);
+  // Wraps bytes already in memory (tests, fuzzers); `display_name` is used in errors.
+  static std::shared_ptr<MappedFile> from_memory(std::string bytes, const std::string& display_name);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  ByteView view() const;
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  bool mapped_ = false;
+  std::string owned_;
+  std::shared_ptr<const Origin> origin_;
+};
+
+}  // namespace ckpt

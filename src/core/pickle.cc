@@ -1,0 +1,501 @@
+#include "core/pickle.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <unordered_map>
+
+namespace ckpt {
+
+std::string Value::qualified() const {
+  const Value* g = this;
+  if (kind == PKind::Object) g = callable;
+  if (g == nullptr || g->kind != PKind::Global) return {};
+  return g->s + "." + g->name;
+}
+
+Value* Value::get(std::string_view key) const {
+  const auto& p = pairs();
+  Value* found = nullptr;
+  for (size_t k = 0; k + 1 < p.size(); k += 2)
+    if (p[k]->kind == PKind::Str && p[k]->s == key) found = p[k + 1];
+  return found;
+}
+
+std::string_view python3_module(std::string_view m) {
+  if (m == "__builtin__") return "builtins";
+  if (m == "copy_reg") return "copyreg";
+  if (m == "cPickle") return "pickle";
+  if (m == "exceptions") return "builtins";
+  return m;
+}
+
+namespace {
+
+const char* opname(uint8_t op) {
+  switch (op) {
+    case '(': return "MARK"; case '.': return "STOP"; case '0': return "POP"; case '1': return "POP_MARK";
+    case '2': return "DUP"; case 'F': return "FLOAT"; case 'I': return "INT"; case 'J': return "BININT";
+    case 'K': return "BININT1"; case 'L': return "LONG"; case 'M': return "BININT2"; case 'N': return "NONE";
+    case 'P': return "PERSID"; case 'Q': return "BINPERSID"; case 'R': return "REDUCE"; case 'S': return "STRING";
+    case 'T': return "BINSTRING"; case 'U': return "SHORT_BINSTRING"; case 'V': return "UNICODE";
+    case 'X': return "BINUNICODE"; case 'a': return "APPEND"; case 'b': return "BUILD"; case 'c': return "GLOBAL";
+    case 'd': return "DICT"; case '}': return "EMPTY_DICT"; case 'e': return "APPENDS"; case 'g': return "GET";
+    case 'h': return "BINGET"; case 'i': return "INST"; case 'j': return "LONG_BINGET"; case 'l': return "LIST";
+    case ']': return "EMPTY_LIST"; case 'o': return "OBJ"; case 'p': return "PUT"; case 'q': return "BINPUT";
+    case 'r': return "LONG_BINPUT"; case 's': return "SETITEM"; case 't': return "TUPLE"; case ')': return "EMPTY_TUPLE";
+    case 'u': return "SETITEMS"; case 'G': return "BINFLOAT"; case 0x80: return "PROTO"; case 0x81: return "NEWOBJ";
+    case 0x82: return "EXT1"; case 0x83: return "EXT2"; case 0x84: return "EXT4"; case 0x85: return "TUPLE1";
+    case 0x86: return "TUPLE2"; case 0x87: return "TUPLE3"; case 0x88: return "NEWTRUE"; case 0x89: return "NEWFALSE";
+    case 0x8a: return "LONG1"; case 0x8b: return "LONG4"; case 'B': return "BINBYTES"; case 'C': return "SHORT_BINBYTES";
+    case 0x8c: return "SHORT_BINUNICODE"; case 0x8d: return "BINUNICODE8"; case 0x8e: return "BINBYTES8";
+    case 0x8f: return "EMPTY_SET"; case 0x90: return "ADDITEMS"; case 0x91: return "FROZENSET"; case 0x92: return "NEWOBJ_EX";
+    case 0x93: return "STACK_GLOBAL"; case 0x94: return "MEMOIZE"; case 0x95: return "FRAME"; case 0x96: return "BYTEARRAY8";
+    case 0x97: return "NEXT_BUFFER"; case 0x98: return "READONLY_BUFFER";
+    default: return nullptr;
+  }
+}
+
+// Decodes the body of a protocol-0 STRING ('...' or "..." with Python escapes).
+std::string unescape_string(std::string_view body, const Cursor& c, uint64_t at) {
+  if (body.size() < 2 || (body.front() != '\'' && body.front() != '"') || body.back() != body.front())
+    c.fail_at(at, "STRING argument is not a quoted string");
+  body = body.substr(1, body.size() - 2);
+  std::string out;
+  out.reserve(body.size());
+  for (size_t k = 0; k < body.size(); ++k) {
+    char ch = body[k];
+    if (ch != '\\' || k + 1 == body.size()) { out += ch; continue; }
+    char e = body[++k];
+    switch (e) {
+      case 'n': out += '\n'; break; case 't': out += '\t'; break; case 'r': out += '\r'; break;
+      case '\\': out += '\\'; break; case '\'': out += '\''; break; case '"': out += '"'; break;
+      case 'x':
+        if (k + 2 < body.size()) {
+          out += static_cast<char>(std::strtol(std::string(body.substr(k + 1, 2)).c_str(), nullptr, 16));
+          k += 2;
+        }
+        break;
+      default: out += '\\'; out += e;
+    }
+  }
+  return out;
+}
+
+// raw-unicode-escape: \uXXXX and \UXXXXXXXX become UTF-8, everything else is latin-1.
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) out += static_cast<char>(cp);
+  else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
+  else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12)); out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | ((cp >> 18) & 0x07)); out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+std::string raw_unicode_escape(std::string_view in) {
+  std::string out;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (in[k] == '\\' && k + 1 < in.size() && (in[k + 1] == 'u' || in[k + 1] == 'U')) {
+      size_t n = in[k + 1] == 'u' ? 4 : 8;
+      if (k + 2 + n <= in.size()) {
+        std::string hex(in.substr(k + 2, n));
+        char* end = nullptr;
+        unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
+        if (end == hex.c_str() + n && cp <= 0x10FFFF) { append_utf8(out, static_cast<uint32_t>(cp)); k += 1 + n; continue; }
+      }
+    }
+    append_utf8(out, static_cast<unsigned char>(in[k]));
+  }
+  return out;
+}
+
+class Machine {
+ public:
+  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits)
+      : c_(data, start), heap_(heap), lim_(limits) {}
+
+  Unpickled run();
+
+ private:
+  [[noreturn]] void fail(const std::string& msg) { c_.fail_at(op_at_, fmt::format("{}: {}", op_name_, msg)); }
+  Value* make(PKind k) { return heap_.make(k, op_at_); }
+  Value* pop() {
+    if (stack_.size() <= floor()) fail(stack_.empty() ? "stack is empty" : "stack underflow below MARK");
+    Value* v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  Value*& top() {
+    if (stack_.size() <= floor()) fail("stack is empty");
+    return stack_.back();
+  }
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  void push(Value* v) {
+    if (stack_.size() >= lim_.pickle_depth * 64 + 1024)
+      fail(fmt::format("stack of {} values exceeds the limit", stack_.size()));
+    stack_.push_back(v);
+  }
+  // Pops everything above the last MARK (and the mark).
+  std::vector<Value*> pop_mark() {
+    if (marks_.empty()) fail("no MARK on the stack");
+    size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<Value*> out(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return out;
+  }
+  void note_child(Value* parent, const Value* child) {
+    uint32_t d = child->depth + 1;
+    if (d > parent->depth) parent->depth = d;
+    if (parent->depth > lim_.pickle_depth)
+      fail(fmt::format("nesting depth {} exceeds the limit of {}", parent->depth, lim_.pickle_depth));
+  }
+  Value* container(PKind k, std::vector<Value*> items) {
+    Value* v = make(k);
+    for (Value* it : items) note_child(v, it);
+    v->items = std::move(items);
+    return v;
+  }
+  Value* int_value(int64_t x) { Value* v = make(PKind::Int); v->i = x; return v; }
+  Value* str_value(PKind k, std::string_view s) {
+    if (s.size() > lim_.string_bytes)
+      fail(fmt::format("length {} exceeds the limit of {} bytes", s.size(), lim_.string_bytes));
+    Value* v = make(k);
+    v->s.assign(s);
+    return v;
+  }
+  std::string_view payload(uint64_t n) {
+    if (n > lim_.string_bytes) fail(fmt::format("length {} exceeds the limit of {} bytes", n, lim_.string_bytes));
+    if (n > c_.remaining()) fail(fmt::format("length {} exceeds {} remaining bytes", n, c_.remaining()));
+    return c_.take_str(n, op_name_);
+  }
+  std::string_view text_line() {
+    const uint64_t pos = c_.pos();
+    const auto& v = c_.view();
+    for (uint64_t k = pos; k < v.size() && k - pos <= lim_.string_bytes; ++k) {
+      if (v.data()[k] == '\n') {
+        c_.seek(k + 1);
+        return std::string_view(reinterpret_cast<const char*>(v.data()) + pos, k - pos);
+      }
+    }
+    fail("argument has no terminating newline");
+  }
+  int64_t parse_decimal(std::string_view t) {
+    std::string s(t);
+    if (!s.empty() && s.back() == 'L') s.pop_back();
+    if (s.empty()) fail("empty integer");
+    errno = 0;
+    char* end = nullptr;
+    long long x = std::strtoll(s.c_str(), &end, 10);
+    if (end != s.c_str() + s.size()) fail(fmt::format("'{}' is not an integer", s.substr(0, 40)));
+    if (errno == ERANGE) return INT64_MIN;  // caller turns into BigInt
+    return x;
+  }
+  Value* long_from_bytes(std::string_view b) {
+    if (b.size() <= 8) {
+      uint64_t u = 0;
+      for (size_t k = 0; k < b.size(); ++k) u |= static_cast<uint64_t>(static_cast<uint8_t>(b[k])) << (8 * k);
+      if (!b.empty() && b.size() < 8 && (static_cast<uint8_t>(b.back()) & 0x80)) u |= ~0ull << (8 * b.size());
+      return int_value(static_cast<int64_t>(u));
+    }
+    return str_value(PKind::BigInt, b);
+  }
+  void memo_put(uint64_t key, Value* v) {
+    if (key < memo_vec_.size()) { memo_vec_[key] = v; return; }
+    if (key == memo_vec_.size() && key < (1ull << 26)) {
+      if (memo_count() >= lim_.memo_entries) fail(fmt::format("memo exceeds the limit of {} entries", lim_.memo_entries));
+      memo_vec_.push_back(v);
+      return;
+    }
+    if (memo_map_.find(key) == memo_map_.end() && memo_count() >= lim_.memo_entries)
+      fail(fmt::format("memo exceeds the limit of {} entries", lim_.memo_entries));
+    memo_map_[key] = v;
+  }
+  size_t memo_count() const { return memo_vec_.size() + memo_map_.size(); }
+  Value* memo_get(uint64_t key) {
+    if (key < memo_vec_.size() && memo_vec_[key] != nullptr) return memo_vec_[key];
+    auto it = memo_map_.find(key);
+    if (it == memo_map_.end()) fail(fmt::format("memo key {} was never stored", key));
+    return it->second;
+  }
+  Value* global(std::string module, std::string name, bool stack) {
+    Value* g = make(PKind::Global);
+    g->s = std::string(python3_module(module));
+    g->name = std::move(name);
+    out_.globals.push_back(GlobalRef{g->s, g->name, op_at_, stack});
+    return g;
+  }
+  Value* object(ObjHow how, Value* callable, Value* args) {
+    Value* o = make(PKind::Object);
+    o->how = how;
+    o->callable = callable;
+    o->args = args;
+    note_child(o, callable);
+    note_child(o, args);
+    return o;
+  }
+  void set_items(Value* target, const std::vector<Value*>& kv) {
+    if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
+    if (target->kind != PKind::Dict && target->kind != PKind::Object)
+      fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
+    auto& dst = target->kind == PKind::Dict ? target->items : target->dict;
+    for (Value* v : kv) { note_child(target, v); dst.push_back(v); }
+  }
+  void append_items(Value* target, const std::vector<Value*>& vs) {
+    if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
+      fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
+    for (Value* v : vs) { note_child(target, v); target->items.push_back(v); }
+  }
+  static const char* kind_name(const Value* v) {
+    switch (v->kind) {
+      case PKind::None: return "None"; case PKind::Bool: return "bool"; case PKind::Int: case PKind::BigInt: return "int";
+      case PKind::Float: return "float"; case PKind::Str: return "str"; case PKind::Bytes: return "bytes";
+      case PKind::Tuple: return "tuple"; case PKind::List: return "list"; case PKind::Dict: return "dict";
+      case PKind::Set: return "set"; case PKind::FrozenSet: return "frozenset"; case PKind::Global: return "global";
+      case PKind::Object: return "object"; case PKind::PersId: return "persistent id";
+    }
+    return "value";
+  }
+
+  Cursor c_;
+  Heap& heap_;
+  const Limits& lim_;
+  std::vector<Value*> stack_;
+  std::vector<size_t> marks_;
+  std::vector<Value*> memo_vec_;
+  std::unordered_map<uint64_t, Value*> memo_map_;
+  Unpickled out_;
+  uint64_t op_at_ = 0;
+  const char* op_name_ = "";
+  uint64_t frame_end_ = 0;
+};
+
+Unpickled Machine::run() {
+  uint64_t ops = 0;
+  for (;;) {
+    op_at_ = c_.pos();
+    if (c_.at_end()) {
+      op_name_ = "pickle";
+      fail(stack_.empty() ? "data ends before any opcode" : "data ends before STOP");
+    }
+    if (++ops > lim_.pickle_ops) fail(fmt::format("more than {} opcodes", lim_.pickle_ops));
+    const uint8_t op = c_.u8();
+    op_name_ = opname(op);
+    if (op_name_ == nullptr) {
+      op_name_ = "opcode";
+      fail(fmt::format("unknown opcode 0x{:02x}", op));
+    }
+    switch (op) {
+      case 0x80: {  // PROTO
+        uint8_t p = c_.u8();
+        if (p > 5) fail(fmt::format("unsupported protocol {}", p));
+        out_.protocol = std::max<int>(out_.protocol, p);
+        break;
+      }
+      case 0x95: {  // FRAME: a length hint; a frame that claims more than remains is a lie.
+        uint64_t n = c_.le<uint64_t>();
+        if (n > c_.remaining()) fail(fmt::format("frame length {} exceeds {} remaining bytes", n, c_.remaining()));
+        frame_end_ = c_.pos() + n;
+        break;
+      }
+      case '.': {  // STOP
+        Value* v = pop();
+        if (!marks_.empty()) fail("STOP with an open MARK");
+        out_.root = v;
+        out_.end = c_.pos();
+        return std::move(out_);
+      }
+      case '(':
+        if (marks_.size() >= lim_.pickle_depth) fail(fmt::format("more than {} open MARKs", lim_.pickle_depth));
+        marks_.push_back(stack_.size());
+        break;
+      case '0': pop(); break;
+      case '1': pop_mark(); break;
+      case '2': push(top()); break;
+      case 'N': push(make(PKind::None)); break;
+      case 0x88: case 0x89: { Value* v = make(PKind::Bool); v->b = op == 0x88; push(v); break; }
+      case 'I': {
+        std::string_view t = text_line();
+        if (t == "00" || t == "01") { Value* v = make(PKind::Bool); v->b = t == "01"; push(v); break; }
+        int64_t x = parse_decimal(t);
+        push(x == INT64_MIN && t != "-9223372036854775808" ? str_value(PKind::BigInt, t) : int_value(x));
+        break;
+      }
+      case 'L': {
+        std::string_view t = text_line();
+        int64_t x = parse_decimal(t);
+        push(x == INT64_MIN && t.substr(0, 20) != "-9223372036854775808" ? str_value(PKind::BigInt, t) : int_value(x));
+        break;
+      }
+      case 'J': push(int_value(c_.le<int32_t>())); break;
+      case 'K': push(int_value(c_.u8())); break;
+      case 'M': push(int_value(c_.le<uint16_t>())); break;
+      case 0x8a: { uint8_t n = c_.u8(); push(long_from_bytes(payload(n))); break; }
+      case 0x8b: {
+        int32_t n = c_.le<int32_t>();
+        if (n < 0) fail("negative length");
+        push(long_from_bytes(payload(static_cast<uint64_t>(n))));
+        break;
+      }
+      case 'F': {
+        std::string t(text_line());
+        char* end = nullptr;
+        double d = std::strtod(t.c_str(), &end);
+        if (end != t.c_str() + t.size()) fail("not a float");
+        Value* v = make(PKind::Float); v->f = d; push(v);
+        break;
+      }
+      case 'G': { Value* v = make(PKind::Float); v->f = c_.be<double>(); push(v); break; }
+      case 'S': { uint64_t at = c_.pos(); push(str_value(PKind::Str, unescape_string(text_line(), c_, at))); break; }
+      case 'V': push(str_value(PKind::Str, raw_unicode_escape(text_line()))); break;
+      case 'T': {
+        int32_t n = c_.le<int32_t>();
+        if (n < 0) fail("negative length");
+        push(str_value(PKind::Str, payload(static_cast<uint64_t>(n))));
+        break;
+      }
+      case 'U': { uint8_t n = c_.u8(); push(str_value(PKind::Str, payload(n))); break; }
+      case 'X': push(str_value(PKind::Str, payload(c_.le<uint32_t>()))); break;
+      case 0x8c: { uint8_t n = c_.u8(); push(str_value(PKind::Str, payload(n))); break; }
+      case 0x8d: push(str_value(PKind::Str, payload(c_.le<uint64_t>()))); break;
+      case 'B': push(str_value(PKind::Bytes, payload(c_.le<uint32_t>()))); break;
+      case 'C': { uint8_t n = c_.u8(); push(str_value(PKind::Bytes, payload(n))); break; }
+      case 0x8e: case 0x96: push(str_value(PKind::Bytes, payload(c_.le<uint64_t>()))); break;
+      case 0x97: fail("out-of-band buffers are not supported");
+      case 0x98: top(); break;  // READONLY_BUFFER: no-op on an inert value
+      case ')': push(make(PKind::Tuple)); break;
+      case ']': push(make(PKind::List)); break;
+      case '}': push(make(PKind::Dict)); break;
+      case 0x8f: push(make(PKind::Set)); break;
+      case 't': push(container(PKind::Tuple, pop_mark())); break;
+      case 'l': push(container(PKind::List, pop_mark())); break;
+      case 0x91: push(container(PKind::FrozenSet, pop_mark())); break;
+      case 'd': {
+        auto kv = pop_mark();
+        if (kv.size() % 2) fail("odd number of items for DICT");
+        push(container(PKind::Dict, std::move(kv)));
+        break;
+      }
+      case 0x85: { Value* a = pop(); push(container(PKind::Tuple, {a})); break; }
+      case 0x86: { Value* b = pop(); Value* a = pop(); push(container(PKind::Tuple, {a, b})); break; }
+      case 0x87: { Value* c3 = pop(); Value* b = pop(); Value* a = pop(); push(container(PKind::Tuple, {a, b, c3})); break; }
+      case 'a': { Value* v = pop(); append_items(top(), {v}); break; }
+      case 'e': { auto vs = pop_mark(); append_items(top(), vs); break; }
+      case 0x90: { auto vs = pop_mark(); append_items(top(), vs); break; }
+      case 's': { Value* v = pop(); Value* k = pop(); set_items(top(), {k, v}); break; }
+      case 'u': { auto kv = pop_mark(); set_items(top(), kv); break; }
+      case 'p': {
+        std::string_view t = text_line();
+        int64_t k = parse_decimal(t);
+        if (k < 0) fail("negative memo key");
+        memo_put(static_cast<uint64_t>(k), top());
+        break;
+      }
+      case 'q': memo_put(c_.u8(), top()); break;
+      case 'r': memo_put(c_.le<uint32_t>(), top()); break;
+      case 0x94: memo_put(memo_count(), top()); break;
+      case 'g': {
+        int64_t k = parse_decimal(text_line());
+        if (k < 0) fail("negative memo key");
+        push(memo_get(static_cast<uint64_t>(k)));
+        break;
+      }
+      case 'h': push(memo_get(c_.u8())); break;
+      case 'j': push(memo_get(c_.le<uint32_t>())); break;
+      case 'c': {
+        std::string module(text_line());
+        std::string name(text_line());
+        push(global(std::move(module), std::move(name), false));
+        break;
+      }
+      case 0x93: {
+        Value* name = pop();
+        Value* module = pop();
+        if (!module->is_str() || !name->is_str()) fail("module and name must be strings");
+        push(global(module->s, name->s, true));
+        break;
+      }
+      case 0x82: case 0x83: case 0x84: {
+        uint64_t code = op == 0x82 ? c_.u8() : op == 0x83 ? c_.le<uint16_t>() : c_.le<uint32_t>();
+        push(global("copyreg._extension_registry", std::to_string(code), false));
+        break;
+      }
+      case 'R': {
+        Value* args = pop();
+        Value* fn = pop();
+        push(object(ObjHow::Reduce, fn, args));
+        break;
+      }
+      case 0x81: {
+        Value* args = pop();
+        Value* cls = pop();
+        push(object(ObjHow::NewObj, cls, args));
+        break;
+      }
+      case 0x92: {
+        Value* kwargs = pop();
+        Value* args = pop();
+        Value* cls = pop();
+        Value* o = object(ObjHow::NewObjEx, cls, args);
+        o->kwargs = kwargs;
+        note_child(o, kwargs);
+        push(o);
+        break;
+      }
+      case 'o': {
+        auto vs = pop_mark();
+        if (vs.empty()) fail("OBJ needs a class");
+        Value* cls = vs.front();
+        push(object(ObjHow::Obj, cls, container(PKind::Tuple, std::vector<Value*>(vs.begin() + 1, vs.end()))));
+        break;
+      }
+      case 'i': {
+        std::string module(text_line());
+        std::string name(text_line());
+        Value* cls = global(std::move(module), std::move(name), false);
+        auto vs = pop_mark();
+        push(object(ObjHow::Inst, cls, container(PKind::Tuple, std::move(vs))));
+        break;
+      }
+      case 'b': {
+        Value* state = pop();
+        Value* target = top();
+        target->state = state;
+        note_child(target, state);
+        break;
+      }
+      case 'P': {
+        Value* pid = str_value(PKind::Str, text_line());
+        Value* v = make(PKind::PersId);
+        v->args = pid;
+        push(v);
+        break;
+      }
+      case 'Q': {
+        Value* pid = pop();
+        Value* v = make(PKind::PersId);
+        v->args = pid;
+        note_child(v, pid);
+        push(v);
+        break;
+      }
+      default: fail("unhandled opcode");
+    }
+  }
+}
+
+}  // namespace
+
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) {
+  if (data.size() > limits.pickle_bytes && start == 0)
+    data.fail(0, fmt::format("pickle of {} bytes exceeds the limit of {}", data.size(), limits.pickle_bytes));
+  Machine m(data, start, heap, limits);
+  return m.run();
+}
+
+}  // namespace ckpt

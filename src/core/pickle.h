@@ -1,0 +1,97 @@
+// A pickle virtual machine that never calls anything. It implements every opcode of protocols 0-5 and
+// builds an inert object graph: GLOBAL / STACK_GLOBAL give Global nodes (module, name) that are never
+// imported; REDUCE, NEWOBJ, NEWOBJ_EX, OBJ and INST give Object nodes recording the callable and its
+// arguments; BUILD records state; SETITEM(S) / APPEND(S) on an Object record items. Interpretation
+// (what a torch._utils._rebuild_tensor_v2 call means) happens later, in the format readers.
+//
+// Limits (see Limits in error.h): opcode count, memo entries, one payload's length, nesting depth of
+// values, size of the stack. Each violation is an InputError naming the member and the opcode offset.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/error.h"
+
+namespace ckpt {
+
+enum class PKind : uint8_t {
+  None, Bool, Int, BigInt, Float, Str, Bytes, Tuple, List, Dict, Set, FrozenSet, Global, Object, PersId
+};
+
+// How an Object came to be (for messages and for the security scan).
+enum class ObjHow : uint8_t { Reduce, NewObj, NewObjEx, Obj, Inst };
+
+struct Value {
+  PKind kind = PKind::None;
+  ObjHow how = ObjHow::Reduce;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  uint32_t depth = 1;       // nesting depth when built (containers: 1 + deepest child)
+  uint64_t offset = 0;      // pickle offset of the opcode that made it
+  std::string s;            // Str / Bytes payload; Global: module; BigInt: decimal or 2's-complement LE bytes
+  std::string name;         // Global: qualified name
+  std::vector<Value*> items;  // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
+  std::vector<Value*> dict;   // Object: SETITEM(S) pairs (OrderedDict and friends)
+  Value* callable = nullptr;  // Object: the Global (or other value) that would have been called
+  Value* args = nullptr;      // Object: the argument tuple; PersId: the persistent id
+  Value* kwargs = nullptr;    // Object from NEWOBJ_EX
+  Value* state = nullptr;     // BUILD argument (any kind may receive one)
+
+  bool is(PKind k) const { return kind == k; }
+  bool is_str() const { return kind == PKind::Str; }
+  bool is_int() const { return kind == PKind::Int; }
+  bool is_global(std::string_view module, std::string_view nm) const {
+    return kind == PKind::Global && s == module && name == nm;
+  }
+  // "module.name" of a Global, or of an Object's callable when that is a Global; "" otherwise.
+  std::string qualified() const;
+  // Dict-like lookup by string key over a Dict's pairs or an Object's SETITEMs (last one wins).
+  Value* get(std::string_view key) const;
+  const std::vector<Value*>& pairs() const { return kind == PKind::Dict ? items : dict; }
+};
+
+// A global reference seen while unpickling, with where it was seen (for the security rules).
+struct GlobalRef {
+  std::string module;
+  std::string name;
+  uint64_t offset;
+  bool stack_global;
+};
+
+// Owns all values of one or more pickles.
+class Heap {
+ public:
+  Value* make(PKind k, uint64_t offset) {
+    nodes_.emplace_back();
+    Value* v = &nodes_.back();
+    v->kind = k;
+    v->offset = offset;
+    return v;
+  }
+  size_t size() const { return nodes_.size(); }
+
+ private:
+  std::deque<Value> nodes_;
+};
+
+struct Unpickled {
+  Value* root = nullptr;
+  uint64_t end = 0;   // offset just past STOP
+  int protocol = 0;   // highest PROTO seen (0 if none)
+  std::vector<GlobalRef> globals;
+};
+
+// Runs one pickle starting at `start` in `data`, allocating values in `heap`.
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits);
+
+// Maps Python 2 module names to Python 3 ones (`__builtin__` -> `builtins`, `copy_reg` -> `copyreg`).
+std::string_view python3_module(std::string_view module);
+
+}  // namespace ckpt

@@ -1,0 +1,244 @@
+#include "core/reader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/torch_pickle.h"
+#include "core/zip.h"
+
+namespace ckpt {
+namespace {
+
+// Registers storages by key; shared by the zip and legacy readers.
+class StorageTable {
+ public:
+  explicit StorageTable(Checkpoint& ck) : ck_(ck) {}
+  // Returns the index of the storage, creating it on first sight. `locate` fills member / presence.
+  template <typename Locate>
+  size_t get(const TorchInterpreter::StorageId& id, Locate&& locate) {
+    auto it = index_.find(id.key);
+    if (it != index_.end()) return it->second;
+    Storage s;
+    s.key = id.key;
+    s.dtype = id.dtype;
+    s.numel = id.numel;
+    s.nbytes = id.numel * id.dtype->itemsize;  // numel < 2^63 / 16 is checked by the caller
+    s.device = id.location;
+    locate(s);
+    ck_.storages.push_back(std::move(s));
+    index_.emplace(id.key, ck_.storages.size() - 1);
+    return ck_.storages.size() - 1;
+  }
+
+ private:
+  Checkpoint& ck_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+void check_numel(const TorchInterpreter::StorageId& id, const ByteView& pkl, const Value* at) {
+  if (id.numel > (1ull << 58)) pkl.fail(at ? at->offset : 0, fmt::format("storage '{}' declares {} elements", id.key, id.numel));
+}
+
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\0')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// torch.save zip (1.6+): <prefix>/data.pkl, <prefix>/data/<key>, <prefix>/version, [byteorder, ...]
+void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
+  ZipReader zip(file, lim);
+  if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
+  const std::string& first = zip.entries().front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos) file.fail(zip.entries().front().central_offset, fmt::format("zip entry '{}' is not under a folder, so this is not a torch.save archive", first));
+  ck.prefix = first.substr(0, slash);
+  const std::string pre = ck.prefix + "/";
+  auto has = [&](const char* rec) { return zip.find(pre + rec) != nullptr; };
+
+  if (has("model.json"))
+    throw UnsupportedError(ck.path, "TorchScript archive from torch <= 1.2 (model.json): not supported; re-save it with a newer torch");
+  if (has(".data/extern_modules") || has(".data/python_version"))
+    throw UnsupportedError(ck.path, "torch.package archive: not read, because it carries Python code to run");
+  const ZipEntry* pkl_entry = zip.find(pre + "data.pkl");
+  if (!pkl_entry) file.fail(0, fmt::format("zip archive has no {}data.pkl: not a torch.save or TorchScript file", pre));
+  const bool torchscript = has("constants.pkl");
+  ck.container = "zip";
+  ck.format = torchscript ? "torchscript" : "torch-zip";
+
+  for (const ZipEntry& e : zip.entries()) {
+    std::string_view rel(e.name);
+    if (rel.substr(0, pre.size()) != pre) continue;
+    rel.remove_prefix(pre.size());
+    if (rel == "data.pkl" || rel.substr(0, 5) == "data/" || rel.substr(0, 5) == "code/" || rel.substr(0, 10) == "constants/" ||
+        rel.substr(0, 6) == "extra/" || rel.find(".pkl") != std::string_view::npos || e.uncompressed_size > 256 || e.method != 0)
+      continue;
+    ck.records.emplace_back(std::string(rel), trimmed(zip.stored(e).str(0, e.compressed_size)));
+  }
+  if (std::find_if(ck.records.begin(), ck.records.end(), [](auto& r) { return r.first == "byteorder"; }) == ck.records.end())
+    ck.records.emplace_back("byteorder", "little");  // absent means little (torch < 2.1)
+
+  ByteView pkl = zip.stored(*pkl_entry);
+  ck.heap = std::make_shared<Heap>();
+  Unpickled u = unpickle(pkl, 0, *ck.heap, lim);
+  ck.pickle_protocol = u.protocol;
+  ck.globals = std::move(u.globals);
+
+  StorageTable table(ck);
+  TorchInterpreter* self = nullptr;
+  TorchInterpreter interp(ck, pkl, lim, [&](const Value* pid, const Value* at) -> size_t {
+    auto id = self->storage_id(pid, at);
+    check_numel(id, pkl, at);
+    return table.get(id, [&](Storage& s) {
+      s.member = pre + "data/" + s.key;
+      const ZipEntry* e = zip.find(s.member);
+      if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, s.member));
+      if (e->uncompressed_size < s.nbytes)
+        pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
+      if (e->method != 0) pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
+      s.present = true;
+    });
+  });
+  self = &interp;
+  interp.interpret(u.root);
+  if (ck.format == "torch-zip" && ck.content == "lightning") ck.format = "lightning";
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Legacy stream (torch < 1.6, or _use_new_zipfile_serialization=False):
+//   pickle(magic 0x1950a86a20f9469cfc6c) pickle(protocol 1001) pickle(sys_info) pickle(object)
+//   pickle([storage keys]) then per key: int64 LE element count, raw bytes
+bool is_legacy_magic(const Value* v) {
+  return v && v->kind == PKind::BigInt && v->s.size() == 10 &&
+         v->s == std::string("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
+}
+
+void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpickled first) {
+  ck.container = "legacy";
+  ck.format = "torch-legacy";
+  ck.heap = ck.heap ? ck.heap : std::make_shared<Heap>();
+  Unpickled proto = unpickle(file, first.end, *ck.heap, lim);
+  if (!proto.root->is_int() || proto.root->i != 1001)
+    file.fail(first.end, "legacy torch.save stream: protocol version is not 1001");
+  ck.records.emplace_back("protocol_version", "1001");
+  Unpickled sys = unpickle(file, proto.end, *ck.heap, lim);
+  if (const Value* le = sys.root->get("little_endian"); le && le->kind == PKind::Bool)
+    ck.records.emplace_back("byteorder", le->b ? "little" : "big");
+  Unpickled obj = unpickle(file, sys.end, *ck.heap, lim);
+  ck.pickle_protocol = obj.protocol;
+  ck.globals = std::move(obj.globals);
+  Unpickled keys = unpickle(file, obj.end, *ck.heap, lim);
+  if (keys.root->kind != PKind::List) file.fail(obj.end, "legacy torch.save stream: storage key list is not a list");
+
+  StorageTable table(ck);
+  TorchInterpreter* self = nullptr;
+  TorchInterpreter interp(ck, file, lim, [&](const Value* pid, const Value* at) -> size_t {
+    auto id = self->storage_id(pid, at);
+    check_numel(id, file, at);
+    return table.get(id, [](Storage&) {});
+  });
+  self = &interp;
+  interp.interpret(obj.root);
+
+  // Walk the raw storage records (8-byte count + bytes each) to place every storage and prove the
+  // file is whole; the bytes themselves are not read.
+  std::unordered_map<std::string, size_t> by_key;
+  for (size_t k = 0; k < ck.storages.size(); ++k) by_key.emplace(ck.storages[k].key, k);
+  uint64_t pos = keys.end;
+  for (const Value* kv : keys.root->items) {
+    std::string key = kv->is_str() ? kv->s : kv->is_int() ? std::to_string(kv->i) : "";
+    auto it = by_key.find(key);
+    if (it == by_key.end()) file.fail(pos, fmt::format("storage key '{}' is not used by any tensor", key));
+    Storage& s = ck.storages[it->second];
+    const int64_t count = file.le<int64_t>(pos);
+    uint64_t nbytes;
+    if (count < 0 || mul_overflows(static_cast<uint64_t>(count), s.dtype->itemsize, &nbytes))
+      file.fail(pos, fmt::format("storage '{}' has a bad element count {}", key, count));
+    if (static_cast<uint64_t>(count) != s.numel)
+      file.fail(pos, fmt::format("storage '{}' holds {} elements but the pickle says {}", key, count, s.numel));
+    file.sub(pos + 8, nbytes, "storage data");
+    s.file_offset = pos + 8;
+    s.present = true;
+    pos += 8 + nbytes;
+  }
+  for (const Storage& s : ck.storages)
+    if (!s.present) file.fail(pos, fmt::format("storage '{}' is missing from the stream", s.key));
+}
+
+// A bare pickle: Lightning / other objects saved with pickle.dump, or torch.save's stream.
+void read_pickle(Checkpoint& ck, const ByteView& file, const Limits& lim) {
+  ck.heap = std::make_shared<Heap>();
+  Unpickled u = unpickle(file, 0, *ck.heap, lim);
+  if (is_legacy_magic(u.root)) return read_legacy(ck, file, lim, std::move(u));
+  ck.container = "pickle";
+  ck.format = "pickle";
+  ck.pickle_protocol = u.protocol;
+  ck.globals = std::move(u.globals);
+  StorageTable table(ck);
+  TorchInterpreter* self = nullptr;
+  TorchInterpreter interp(ck, file, lim, [&](const Value* pid, const Value* at) -> size_t {
+    auto id = self->storage_id(pid, at);
+    check_numel(id, file, at);
+    return table.get(id, [](Storage&) {});  // no storage bytes in a bare pickle
+  });
+  self = &interp;
+  interp.interpret(u.root);
+  if (ck.content == "lightning") ck.format = "lightning";
+}
+
+bool looks_like_pickle(const ByteView& f) {
+  if (f.size() < 2) return false;
+  const uint8_t b = f.u8(0);
+  if (b == 0x80) return f.u8(1) <= 5;
+  // Protocol 0/1 pickles open with a container or value opcode.
+  return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S';
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits) {
+  Checkpoint ck;
+  ck.file = file;
+  ck.path = file->path();
+  ck.file_size = file->size();
+  const ByteView v = file->view();
+  if (v.empty()) throw InputError(ck.path, "file is empty");
+  if (looks_like_zip(v)) {
+    read_torch_zip(ck, v, limits);
+  } else if (v.size() > 262 && v.str(257, 5) == "ustar") {
+    throw UnsupportedError(ck.path, "tar checkpoint from torch <= 0.1.9: not supported; re-save it with torch.save");
+  } else if (v.size() >= 9 && v.le<uint64_t>(0) < 100'000'000 && v.u8(8) == '{') {
+    throw UnsupportedError(ck.path, "safetensors file: not supported yet");
+  } else if (looks_like_pickle(v)) {
+    read_pickle(ck, v, limits);
+  } else {
+    throw InputError(ck.path, "", 0, fmt::format("not a PyTorch checkpoint (first byte 0x{:02x} starts no known format)", v.u8(0)));
+  }
+  return ck;
+}
+
+Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
+  return read_checkpoint(MappedFile::open(path), limits);
+}
+
+const char* to_string(TensorState s) {
+  switch (s) {
+    case TensorState::Materialized: return "materialized";
+    case TensorState::Uninitialized: return "uninitialized";
+    case TensorState::Meta: return "meta";
+  }
+  return "?";
+}
+const char* to_string(TensorKind k) { return k == TensorKind::Parameter ? "parameter" : "buffer"; }
+const char* to_string(Severity s) {
+  switch (s) {
+    case Severity::Info: return "info";
+    case Severity::Warning: return "warning";
+    case Severity::Error: return "error";
+  }
+  return "?";
+}
+
+}  // namespace ckpt

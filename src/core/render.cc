@@ -1,0 +1,294 @@
+#include "core/render.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace ckpt {
+
+std::string human_count(uint64_t number) {
+  // lightning/pytorch/utilities/model_summary/model_summary.py get_human_readable_count
+  static const char* labels[] = {" ", "K", "M", "B", "T"};
+  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
+  int groups = std::min((digits + 2) / 3, 5);
+  double x = static_cast<double>(number) * std::pow(10.0, -3 * (groups - 1));
+  const int index = groups - 1;
+  if (index < 1 || x >= 100) {
+    // Python's f"{int(number):,d}" truncates toward zero
+    uint64_t whole = static_cast<uint64_t>(x);
+    std::string w = std::to_string(whole);
+    for (int pos = static_cast<int>(w.size()) - 3; pos > 0; pos -= 3) w.insert(static_cast<size_t>(pos), ",");
+    return w + " " + labels[index];
+  }
+  return fmt::format("{:.1f} {}", x, labels[index]);
+}
+
+std::string human_bytes(uint64_t n) {
+  if (n < 1000) return fmt::format("{} B", n);
+  static const char* units[] = {"kB", "MB", "GB", "TB", "PB"};
+  double x = static_cast<double>(n);
+  int u = -1;
+  while (x >= 1000 && u < 4) { x /= 1000; ++u; }
+  return fmt::format(x >= 100 ? "{:.0f} {}" : "{:.1f} {}", x, units[u]);
+}
+
+namespace {
+
+const char* format_title(const Checkpoint& ck) {
+  if (ck.format == "torch-zip") return "torch.save zip";
+  if (ck.format == "torch-legacy") return "torch.save legacy stream (pre-1.6)";
+  if (ck.format == "lightning") return ck.container == "zip" ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
+  if (ck.format == "torchscript") return "TorchScript archive";
+  if (ck.format == "pickle") return "pickle";
+  return "unknown";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
+  return out;
+}
+
+std::string header_lines(const Summary& s, bool markdown) {
+  const Checkpoint& ck = *s.ck;
+  std::string out;
+  auto line = [&](const char* key, const std::string& value) {
+    out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<10}{}\n", std::string(key) + ":", value);
+  };
+  line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
+  std::string fmtline = format_title(ck);
+  std::vector<std::string> bits;
+  if (!ck.prefix.empty()) bits.push_back("prefix " + ck.prefix + "/");
+  if (ck.pickle_protocol) bits.push_back(fmt::format("pickle protocol {}", ck.pickle_protocol));
+  for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
+  if (!bits.empty()) fmtline += " — " + join(bits, ", ");
+  line("Format", fmtline);
+  std::string content = ck.content == "state_dict" ? "state dict" : ck.content == "module" ? "pickled nn.Module" : ck.content;
+  if (!ck.model_key.empty()) content += fmt::format(" (model under '{}')", ck.model_key);
+  size_t storages = 0;
+  for (const Storage& st : ck.storages) storages += st.in_model;
+  content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
+  line("Content", content);
+  if (ck.content == "lightning" || ck.content == "checkpoint") {
+    const auto& md = ck.metadata;
+    std::vector<std::string> m;
+    for (const char* k : {"pytorch-lightning_version", "epoch", "global_step"})
+      if (md.contains(k)) m.push_back(fmt::format("{} {}", k, md[k].is_string() ? md[k].get<std::string>() : md[k].dump()));
+    for (const char* k : {"optimizer_states", "lr_schedulers", "optimizer", "scheduler"})
+      if (md.contains(k) && md[k].is_object() && md[k].contains("count"))
+        m.push_back(fmt::format("{} {} ({} tensors, {})", k, md[k]["count"].get<uint64_t>(), md[k]["tensors"].get<uint64_t>(),
+                                human_bytes(md[k]["bytes"].get<uint64_t>())));
+    if (md.contains("callbacks")) m.push_back(fmt::format("callbacks {}", md["callbacks"].size()));
+    if (!m.empty()) line("Training", join(m, ", "));
+    if (md.contains("hyper_parameters") && md["hyper_parameters"].is_object()) {
+      std::vector<std::string> hp;
+      for (auto it = md["hyper_parameters"].begin(); it != md["hyper_parameters"].end(); ++it)
+        hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+      std::string h = join(hp, ", ");
+      if (h.size() > 200) h = h.substr(0, 197) + "...";
+      line("Hparams", h);
+    }
+  }
+  return out;
+}
+
+struct Table {
+  std::vector<std::string> heads;
+  std::vector<std::vector<std::string>> rows;
+};
+
+Table module_table(const Summary& s, const RenderOptions& o) {
+  const Checkpoint& ck = *s.ck;
+  const bool has_mode = !ck.modules.empty();
+  Table t;
+  t.heads = {"Name", "Type", "Params", "Buffers", "dtype", "Size"};
+  if (has_mode) t.heads.push_back("Mode");
+  for (const ModuleRow& r : s.modules) {
+    if (r.depth == 0 || o.depth == 0 || (o.depth > 0 && r.depth > o.depth)) continue;
+    std::string params = human_count(r.parameters);
+    if (r.uninitialized) {
+      while (params.back() == ' ') params.pop_back();
+      params += fmt::format(" (+{} lazy)", r.uninitialized);
+    }
+    std::vector<std::string> row{r.name, r.type.empty() ? "?" : r.type, params, human_count(r.buffers),
+                                 join(r.dtypes, ", "), human_bytes(r.bytes)};
+    if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+const char* paint(Severity sev, bool color) {
+  if (!color) return "";
+  return sev == Severity::Error ? "\x1b[1;31m" : sev == Severity::Warning ? "\x1b[1;33m" : "\x1b[1;36m";
+}
+
+}  // namespace
+
+std::string render_summary_text(const Summary& s, const RenderOptions& o) {
+  const Totals& T = s.totals;
+  const Checkpoint& ck = *s.ck;
+  std::string out = header_lines(s, false) + "\n";
+
+  // Lightning's _format_summary_table: an index column, " | " separators, dashes of sum(widths)+3*cols.
+  Table t = module_table(s, o);
+  std::vector<std::vector<std::string>> cols;
+  cols.push_back({" "});
+  for (size_t k = 0; k < t.rows.size(); ++k) cols[0].push_back(std::to_string(k));
+  for (size_t c = 0; c < t.heads.size(); ++c) {
+    std::vector<std::string> col{t.heads[c]};
+    for (const auto& r : t.rows) col.push_back(r[c]);
+    cols.push_back(std::move(col));
+  }
+  std::vector<size_t> widths;
+  size_t total_width = 3 * (cols.size() + 1);
+  for (const auto& c : cols) {
+    size_t w = 0;
+    for (const auto& cell : c) w = std::max(w, cell.size());
+    widths.push_back(w);
+    total_width += w;
+  }
+  for (size_t r = 0; r < cols[0].size(); ++r) {
+    std::string line;
+    for (size_t c = 0; c < cols.size(); ++c) {
+      if (c) line += " | ";
+      line += fmt::format("{:<{}}", cols[c][r], widths[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+    if (r == 0) out += std::string(total_width, '-') + "\n";
+  }
+  out += std::string(total_width, '-') + "\n";
+  auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
+  foot(human_count(T.trainable), "Trainable params");
+  foot(human_count(T.non_trainable), "Non-trainable params");
+  foot(human_count(T.parameters), "Total params");
+  foot(human_count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
+  foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
+  foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
+  if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
+  if (T.meta) foot(std::to_string(T.meta), "Meta-device entries (no data)");
+  if (!ck.modules.empty()) {
+    uint64_t train = 0, eval = 0;
+    for (const Module& m : ck.modules)
+      if (m.training) (*m.training ? train : eval) += 1;
+    foot(std::to_string(train), "Modules in train mode");
+    foot(std::to_string(eval), "Modules in eval mode");
+  }
+  for (const Finding& f : s.findings) {
+    out += fmt::format("\n{}{}[{}]{}: {}\n", paint(f.severity, o.color), to_string(f.severity), f.id, o.color ? "\x1b[0m" : "",
+                       f.message);
+    out += fmt::format("  fix: {}\n", f.fix);
+  }
+  return out;
+}
+
+std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
+  const Totals& T = s.totals;
+  std::string out = header_lines(s, true) + "\n";
+  Table t = module_table(s, o);
+  auto esc = [](std::string v) {
+    std::string r;
+    for (char c : v) r += c == '|' ? std::string("\\|") : std::string(1, c);
+    return r;
+  };
+  out += "|   | " + join(t.heads, " | ") + " |\n|--:|";
+  for (const auto& h : t.heads) out += (h == "Params" || h == "Buffers" || h == "Size") ? "--:|" : "---|";
+  out += "\n";
+  for (size_t k = 0; k < t.rows.size(); ++k) {
+    out += fmt::format("| {} |", k);
+    for (const auto& cell : t.rows[k]) out += " " + esc(cell) + " |";
+    out += "\n";
+  }
+  out += "\n| Total | |\n|---|--:|\n";
+  out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", human_count(T.trainable),
+                     human_count(T.non_trainable), human_count(T.parameters));
+  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "", human_count(T.buffers));
+  out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n", static_cast<double>(T.parameter_bytes) / 1e6,
+                     static_cast<double>(T.bytes) / 1e6);
+  if (!s.findings.empty()) out += "\n";
+  for (const Finding& f : s.findings) out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, esc(f.message), f.fix);
+  return out;
+}
+
+nlohmann::ordered_json summary_json(const Summary& s) {
+  using J = nlohmann::ordered_json;
+  const Checkpoint& ck = *s.ck;
+  const Totals& T = s.totals;
+  J j;
+  j["schema"] = kSummarySchema;
+  j["file"] = ck.path;
+  j["file_size"] = ck.file_size;
+  j["format"] = ck.format;
+  j["container"] = ck.container;
+  j["prefix"] = ck.prefix;
+  j["content"] = ck.content;
+  j["model_key"] = ck.model_key;
+  j["pickle_protocol"] = ck.pickle_protocol;
+  J rec = J::object();
+  for (const auto& [k, v] : ck.records) rec[k] = v;
+  j["records"] = rec;
+  j["split_inferred"] = ck.split_inferred && !ck.tensors.empty();
+  j["metadata"] = ck.metadata;
+  j["totals"] = J{{"tensors", T.tensors},
+                  {"elements", T.elements},
+                  {"unique_elements", T.unique_elements},
+                  {"storage_bytes", T.storage_bytes},
+                  {"file_storage_bytes", T.file_storage_bytes},
+                  {"bytes", T.bytes},
+                  {"parameters", T.parameters},
+                  {"trainable", T.trainable},
+                  {"non_trainable", T.non_trainable},
+                  {"buffers", T.buffers},
+                  {"parameter_bytes", T.parameter_bytes},
+                  {"uninitialized", T.uninitialized},
+                  {"meta", T.meta},
+                  {"storages", ck.storages.size()}};
+  J mods = J::array();
+  for (const ModuleRow& r : s.modules) {
+    J m{{"name", r.name},
+        {"type", r.type.empty() ? J(nullptr) : J(r.type)},
+        {"qualified_type", r.qualified_type.empty() ? J(nullptr) : J(r.qualified_type)},
+        {"depth", r.depth},
+        {"parameters", r.parameters},
+        {"trainable", r.trainable},
+        {"buffers", r.buffers},
+        {"bytes", r.bytes},
+        {"tensors", r.tensors},
+        {"uninitialized", r.uninitialized},
+        {"dtypes", r.dtypes}};
+    m["mode"] = !r.training ? J(nullptr) : J(*r.training ? "train" : "eval");
+    mods.push_back(std::move(m));
+  }
+  j["modules"] = std::move(mods);
+  J ts = J::array();
+  for (const Tensor& t : ck.tensors) {
+    const bool lazy = t.state == TensorState::Uninitialized;
+    J e;
+    e["name"] = t.name;
+    e["dtype"] = t.dtype ? J(std::string(t.dtype->name)) : J(nullptr);
+    e["shape"] = lazy ? J(nullptr) : J(t.shape);
+    e["stride"] = lazy || (t.layout != "strided" && t.layout != "quantized") ? J(nullptr) : J(t.stride);
+    e["numel"] = lazy ? J(nullptr) : J(t.numel);
+    e["bytes"] = lazy ? J(nullptr) : J(t.bytes);
+    e["kind"] = to_string(t.kind);
+    e["kind_inferred"] = t.kind_inferred;
+    e["state"] = to_string(t.state);
+    e["requires_grad"] = t.requires_grad;
+    e["device"] = t.device.empty() ? J(nullptr) : J(t.device);
+    e["storage"] = t.storage.empty() ? J(nullptr) : J(t.storage);
+    e["offset"] = lazy || t.storage.empty() ? J(nullptr) : J(t.offset);
+    e["layout"] = t.layout;
+    if (!t.qscheme.empty()) e["qscheme"] = t.qscheme;
+    if (!t.subclass.empty()) e["subclass"] = t.subclass;
+    ts.push_back(std::move(e));
+  }
+  j["tensors"] = std::move(ts);
+  J ws = J::array();
+  for (const Finding& f : s.findings)
+    ws.push_back(J{{"id", f.id}, {"severity", to_string(f.severity)}, {"message", f.message}, {"fix", f.fix}, {"where", f.where}});
+  j["warnings"] = std::move(ws);
+  return j;
+}
+
+}  // namespace ckpt

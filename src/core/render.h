@@ -1,0 +1,28 @@
+// Renderers: data in, text out. Nothing here reads files or decides what counts.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/summary.h"
+
+namespace ckpt {
+
+struct RenderOptions {
+  int depth = 1;        // module rows up to this depth (Lightning's max_depth): -1 all, 0 none
+  bool color = false;   // ANSI colour for severities
+};
+
+constexpr const char* kSummarySchema = "ckpt.summary/1";
+
+std::string render_summary_text(const Summary& s, const RenderOptions& o);
+std::string render_summary_markdown(const Summary& s, const RenderOptions& o);
+nlohmann::ordered_json summary_json(const Summary& s);
+
+// Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
+std::string human_count(uint64_t n);
+// Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".
+std::string human_bytes(uint64_t n);
+
+}  // namespace ckpt

@@ -1,0 +1,211 @@
+#include "core/summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace ckpt {
+namespace {
+
+// Two entries are the same tensor when they view the same bytes the same way.
+struct ViewKey {
+  std::string storage;
+  int64_t offset;
+  std::vector<int64_t> shape, stride;
+  const DType* dtype;
+  const Value* identity;  // for entries without storage
+  bool operator==(const ViewKey& o) const {
+    return storage == o.storage && offset == o.offset && shape == o.shape && stride == o.stride && dtype == o.dtype &&
+           identity == o.identity;
+  }
+};
+struct ViewKeyHash {
+  size_t operator()(const ViewKey& k) const {
+    size_t h = std::hash<std::string>()(k.storage) ^ (std::hash<int64_t>()(k.offset) * 31) ^
+               std::hash<const void*>()(k.identity) ^ std::hash<const void*>()(k.dtype);
+    for (int64_t s : k.shape) h = h * 1000003u ^ std::hash<int64_t>()(s);
+    for (int64_t s : k.stride) h = h * 998244353u ^ std::hash<int64_t>()(s);
+    return h;
+  }
+};
+
+ViewKey view_key(const Tensor& t) {
+  if (!t.storage.empty() && t.layout == "strided")
+    return ViewKey{t.storage, t.offset, t.shape, t.stride, t.dtype, nullptr};
+  return ViewKey{"", 0, {}, {}, nullptr, t.identity};
+}
+
+std::string list_names(const std::vector<std::string>& names, size_t most = 8) {
+  std::string out;
+  for (size_t k = 0; k < names.size() && k < most; ++k) out += (k ? ", " : "") + names[k];
+  if (names.size() > most) out += fmt::format(", and {} more", names.size() - most);
+  return out;
+}
+
+}  // namespace
+
+Summary summarize(const Checkpoint& ck) {
+  Summary s;
+  s.ck = &ck;
+  Totals& T = s.totals;
+
+  // Unique tensor ids.
+  std::unordered_map<ViewKey, size_t, ViewKeyHash> ids;
+  std::vector<size_t> id_of(ck.tensors.size());
+  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = ids.emplace(view_key(ck.tensors[k]), ids.size()).first->second;
+
+  std::vector<bool> seen(ids.size(), false);
+  std::vector<std::string> lazy, meta;
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    const Tensor& t = ck.tensors[k];
+    ++T.tensors;
+    if (t.state == TensorState::Uninitialized) {
+      ++T.uninitialized;
+      lazy.push_back(t.name);
+      continue;
+    }
+    if (t.state == TensorState::Meta) {
+      ++T.meta;
+      meta.push_back(t.name);
+    }
+    const uint64_t n = static_cast<uint64_t>(t.numel);
+    T.elements += n;
+    if (seen[id_of[k]]) continue;
+    seen[id_of[k]] = true;
+    T.unique_elements += n;
+    T.bytes += t.bytes;
+    if (t.kind == TensorKind::Buffer) {
+      T.buffers += n;
+    } else {
+      T.parameters += n;
+      T.parameter_bytes += t.bytes;
+      const bool trainable = t.is_parameter_object ? t.requires_grad : true;
+      (trainable ? T.trainable : T.non_trainable) += n;
+    }
+  }
+  for (const Storage& st : ck.storages) {
+    if (st.present && st.in_model) T.storage_bytes += st.nbytes;
+    if (st.present) T.file_storage_bytes += st.nbytes;
+  }
+
+  // Modules: the known tree, or one derived from the dotted keys.
+  std::unordered_map<std::string, size_t> row_of;
+  auto add_row = [&](const std::string& name) -> size_t {
+    auto it = row_of.find(name);
+    if (it != row_of.end()) return it->second;
+    ModuleRow r;
+    r.name = name;
+    r.depth = name.empty() ? 0 : static_cast<int>(std::count(name.begin(), name.end(), '.')) + 1;
+    s.modules.push_back(std::move(r));
+    row_of.emplace(name, s.modules.size() - 1);
+    return s.modules.size() - 1;
+  };
+  add_row("");
+  for (const Module& m : ck.modules) {
+    ModuleRow& r = s.modules[add_row(m.name)];
+    r.type = m.type;
+    r.qualified_type = m.qualified_type;
+    r.training = m.training;
+  }
+  std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    const Tensor& t = ck.tensors[k];
+    std::string_view name = t.name;
+    std::vector<size_t> rows{0};
+    if (ck.modules.empty()) {
+      for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1))
+        rows.push_back(add_row(std::string(name.substr(0, dot))));
+    } else {
+      for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
+        auto it = row_of.find(std::string(name.substr(0, dot)));
+        if (it != row_of.end()) rows.push_back(it->second);
+      }
+    }
+    for (size_t r : rows) {
+      ModuleRow& row = s.modules[r];
+      ++row.tensors;
+      if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
+        row.dtypes.emplace_back(t.dtype->name);
+      if (t.state == TensorState::Uninitialized) { ++row.uninitialized; continue; }
+      if (!counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
+      const uint64_t n = static_cast<uint64_t>(t.numel);
+      row.bytes += t.bytes;
+      if (t.kind == TensorKind::Buffer) row.buffers += n;
+      else {
+        row.parameters += n;
+        if (t.is_parameter_object ? t.requires_grad : true) row.trainable += n;
+      }
+    }
+  }
+  if (ck.modules.empty()) {
+    // Pre-order by name segments, keeping first-seen order among siblings.
+    std::vector<ModuleRow> sorted;
+    std::map<std::string, std::vector<size_t>> children;
+    for (size_t k = 1; k < s.modules.size(); ++k) {
+      const std::string& n = s.modules[k].name;
+      auto dot = n.rfind('.');
+      children[dot == std::string::npos ? "" : n.substr(0, dot)].push_back(k);
+    }
+    std::vector<size_t> stack{0};
+    while (!stack.empty()) {
+      size_t k = stack.back();
+      stack.pop_back();
+      sorted.push_back(s.modules[k]);
+      auto it = children.find(s.modules[k].name);
+      if (it != children.end())
+        for (auto c = it->second.rbegin(); c != it->second.rend(); ++c) stack.push_back(*c);
+    }
+    s.modules = std::move(sorted);
+  }
+
+  if (!lazy.empty())
+    s.findings.push_back(Finding{
+        "uninitialized-parameters", Severity::Warning,
+        fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
+                    "sizes are unknown and not counted: {}",
+                    lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", list_names(lazy)),
+        "run one forward pass with a real input before saving, so lazy modules infer their shapes", lazy});
+  if (!meta.empty())
+    s.findings.push_back(Finding{
+        "meta-tensors", Severity::Error,
+        fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
+                    "no data!\": {}",
+                    meta.size(), meta.size() == 1 ? "entry is" : "entries are", list_names(meta)),
+        "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", meta});
+
+  // Storages shared by several entries: tied weights (same view) and distinct views.
+  std::map<std::string, std::vector<size_t>> by_storage;
+  for (size_t k = 0; k < ck.tensors.size(); ++k)
+    if (!ck.tensors[k].storage.empty()) by_storage[ck.tensors[k].storage].push_back(k);
+  std::vector<std::string> tied, views;
+  for (const auto& [key, idx] : by_storage) {
+    if (idx.size() < 2) continue;
+    std::unordered_map<size_t, std::vector<std::string>> groups;
+    for (size_t k : idx) groups[id_of[k]].push_back(ck.tensors[k].name);
+    for (size_t k : idx) {
+      auto& g = groups[id_of[k]];
+      if (g.size() > 1 && g.front() == ck.tensors[k].name) tied.push_back(list_names(g, 4));
+    }
+    if (groups.size() > 1) {
+      std::vector<std::string> names;
+      for (size_t k : idx) names.push_back(ck.tensors[k].name);
+      views.push_back(fmt::format("storage {}: {}", key, list_names(names, 4)));
+    }
+  }
+  if (!tied.empty())
+    s.findings.push_back(Finding{"tied-weights", Severity::Info,
+                                 fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(),
+                                             list_names(tied, 4)),
+                                 "none needed; this is how tied weights are saved", tied});
+  if (!views.empty())
+    s.findings.push_back(Finding{"storage-views", Severity::Info,
+                                 fmt::format("{} storage(s) hold several different views: {}", views.size(), list_names(views, 4)),
+                                 "none needed; each distinct view is counted, the storage once in storage_bytes", views});
+  return s;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,587 @@
+#include "core/torch_pickle.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace ckpt {
+
+std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+namespace {
+
+constexpr std::string_view kUtils = "torch._utils.";
+
+
+// Names that are buffers in every torch.nn module that has them (and in common model zoos).
+bool buffer_name(std::string_view leaf) {
+  static constexpr std::array<std::string_view, 10> kNames{
+      "running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
+      "inv_freq",     "masked_bias", "_float_tensor",       "causal_mask",  "attention_mask"};
+  return std::find(kNames.begin(), kNames.end(), leaf) != kNames.end();
+}
+
+}  // namespace
+
+TorchInterpreter::TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageResolver resolver)
+    : ck_(ck), pkl_(pkl), lim_(limits), resolve_(std::move(resolver)) {}
+
+void TorchInterpreter::fail(const Value* at, const std::string& msg) const {
+  pkl_.fail(at ? at->offset : 0, msg);
+}
+
+void TorchInterpreter::budget() {
+  if (++visited_ > lim_.walk_nodes)
+    pkl_.fail(0, fmt::format("object graph has more than {} nodes to visit", lim_.walk_nodes));
+}
+
+namespace {
+
+const Value* arg(const Value* call, size_t k, const TorchInterpreter* /*unused*/ = nullptr) {
+  const Value* a = call->args;
+  if (!a || (a->kind != PKind::Tuple && a->kind != PKind::List) || k >= a->items.size()) return nullptr;
+  return a->items[k];
+}
+
+size_t nargs(const Value* call) {
+  const Value* a = call->args;
+  return a && (a->kind == PKind::Tuple || a->kind == PKind::List) ? a->items.size() : 0;
+}
+
+}  // namespace
+
+TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const Value* at) const {
+  if (!pid || pid->kind != PKind::Tuple || pid->items.size() < 5 || !pid->items[0]->is_str() ||
+      pid->items[0]->s != "storage")
+    fail(at, "persistent id is not a ('storage', type, key, location, numel) tuple");
+  const auto& it = pid->items;
+  StorageId id;
+  const Value* cls = it[1];
+  if (cls->kind != PKind::Global) fail(at, "storage type in persistent id is not a global");
+  if (cls->name == "UntypedStorage") id.dtype = dtype_uint8();
+  else id.dtype = dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + cls->name : cls->name);
+  if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name));
+  if (it[2]->is_str()) id.key = it[2]->s;
+  else if (it[2]->is_int()) id.key = std::to_string(it[2]->i);
+  else fail(at, "storage key is neither a string nor an int");
+  if (!it[3]->is_str()) fail(at, "storage location is not a string");
+  id.location = it[3]->s;
+  if (!it[4]->is_int() || it[4]->i < 0) fail(at, "storage size is not a non-negative int");
+  id.numel = static_cast<uint64_t>(it[4]->i);
+  if (it.size() > 5 && it[5]->kind == PKind::Tuple) id.view = it[5];
+  return id;
+}
+
+bool TorchInterpreter::is_tensor(const Value* v) const {
+  if (!v || v->kind != PKind::Object) return false;
+  const Value* c = v->callable;
+  if (!c || c->kind != PKind::Global) return false;
+  if (c->s == "torch._utils") return c->name.rfind("_rebuild_", 0) == 0 && c->name != "_rebuild_qtensor_params";
+  if (c->s == "torch._tensor") return c->name == "_rebuild_from_type_v2" || c->name == "_rebuild_from_type";
+  if (c->s == "torch.nn.parameter") return c->name == "UninitializedParameter" || c->name == "UninitializedBuffer";
+  return false;
+}
+
+namespace {
+
+struct Ints {
+  std::vector<int64_t> v;
+  bool ok = false;
+};
+
+// A tuple / list of ints, or torch.Size((...)).
+Ints int_list(const Value* x) {
+  Ints r;
+  if (!x) return r;
+  if (x->kind == PKind::Object && x->qualified() == "torch.Size" && x->args && x->args->kind == PKind::Tuple &&
+      x->args->items.size() == 1)
+    x = x->args->items[0];
+  if (x->kind != PKind::Tuple && x->kind != PKind::List) return r;
+  for (const Value* e : x->items) {
+    if (!e->is_int()) return r;
+    r.v.push_back(e->i);
+  }
+  r.ok = true;
+  return r;
+}
+
+bool truthy(const Value* v) {
+  if (!v) return false;
+  if (v->kind == PKind::Bool) return v->b;
+  if (v->kind == PKind::Int) return v->i != 0;
+  return false;
+}
+
+}  // namespace
+
+Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
+  budget();
+  Tensor t;
+  t.name = name;
+  t.identity = v;
+  const Value* c = v->callable;
+  const std::string& fn = c->name;
+
+  auto need = [&](size_t n) {
+    if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->s, fn, name, nargs(v), n));
+  };
+  auto shape_stride = [&](const Value* size, const Value* stride) {
+    Ints sz = int_list(size), st = int_list(stride);
+    if (!sz.ok) fail(v, fmt::format("size of '{}' is not a tuple of ints", name));
+    if (!st.ok) fail(v, fmt::format("stride of '{}' is not a tuple of ints", name));
+    if (sz.v.size() != st.v.size())
+      fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.v.size(), st.v.size()));
+    uint64_t numel = 1;
+    for (size_t k = 0; k < sz.v.size(); ++k) {
+      if (sz.v[k] < 0 || st.v[k] < 0) fail(v, fmt::format("'{}' has a negative size or stride", name));
+      if (mul_overflows(numel, static_cast<uint64_t>(sz.v[k]), &numel) || numel > (1ull << 62))
+        fail(v, fmt::format("'{}' has more elements than fit in 64 bits", name));
+    }
+    t.shape = std::move(sz.v);
+    t.stride = std::move(st.v);
+    t.numel = static_cast<int64_t>(numel);
+  };
+  auto bytes_of = [&]() {
+    if (!t.dtype) fail(v, fmt::format("'{}' has no dtype", name));
+    t.bytes = dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel));  // numel < 2^62 checked above
+  };
+  // Binds t to a storage and checks that every element lies inside it.
+  auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
+    if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
+    size_t idx = resolve_(pidv->args, v);
+    Storage& s = ck_.storages[idx];
+    s.in_model |= in_model_;
+    t.storage = s.key;
+    t.device = s.device;
+    t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
+    if (!offset || !offset->is_int() || offset->i < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
+    t.offset = offset->i;
+    StorageId sid = storage_id(pidv->args, v);
+    if (sid.view) {  // legacy storage view: (view_key, offset, size)
+      if (sid.view->items.size() >= 2 && sid.view->items[1]->is_int() && sid.view->items[1]->i >= 0)
+        t.offset += sid.view->items[1]->i;
+    }
+    bytes_of();
+    if (t.numel > 0) {
+      uint64_t extent = static_cast<uint64_t>(t.offset) + 1, span;
+      for (size_t k = 0; k < t.shape.size(); ++k) {
+        if (mul_overflows(static_cast<uint64_t>(t.shape[k] - 1), static_cast<uint64_t>(t.stride[k]), &span) ||
+            add_overflows(extent, span, &extent))
+          fail(v, fmt::format("'{}' extent overflows", name));
+      }
+      if (extent > (1ull << 62) || dtype_bytes(*t.dtype, extent) > s.nbytes)
+        fail(v, fmt::format("'{}' ({} x {} from offset {}) reaches past its storage '{}' of {} bytes", name, t.numel,
+                            t.dtype->name, t.offset, s.key, s.nbytes));
+    }
+  };
+
+  if (c->s == "torch.nn.parameter") {  // UninitializedParameter(requires_grad) / UninitializedBuffer
+    t.state = TensorState::Uninitialized;
+    t.requires_grad = truthy(arg(v, 0));
+    t.kind = fn == "UninitializedBuffer" ? TensorKind::Buffer : TensorKind::Parameter;
+    t.kind_inferred = false;
+    t.is_parameter_object = fn == "UninitializedParameter";
+    if (const Value* d = v->kwargs ? v->kwargs->get("dtype") : nullptr; d && d->kind == PKind::Global)
+      t.dtype = dtype_by_name(d->name);
+    t.device = "";
+    return t;
+  }
+  if (c->s == "torch._tensor") {  // _rebuild_from_type_v2(func, type, args, state)
+    need(3);
+    const Value* func = arg(v, 0);
+    const Value* type = arg(v, 1);
+    const Value* args = arg(v, 2);
+    Value call;  // a synthetic call of func(*args), never stored
+    call.kind = PKind::Object;
+    call.callable = const_cast<Value*>(func);
+    call.args = const_cast<Value*>(args);
+    call.offset = v->offset;
+    if (!is_tensor(&call)) fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", name, func ? func->qualified() : "?"));
+    t = tensor(&call, name);
+    t.identity = v;
+    std::string q = type ? type->qualified() : "";
+    if (q == "torch.nn.parameter.Parameter") {
+      t.is_parameter_object = true;
+      t.kind = TensorKind::Parameter;
+      t.kind_inferred = false;
+    } else if (q != "torch.Tensor" && !q.empty()) {
+      t.subclass = q;
+    }
+    return t;
+  }
+
+  if (fn == "_rebuild_parameter" || fn == "_rebuild_parameter_with_state") {
+    need(2);
+    const Value* data = arg(v, 0);
+    if (!is_tensor(data)) fail(v, fmt::format("parameter '{}' does not wrap a tensor", name));
+    t = tensor(data, name);
+    t.identity = v;
+    t.requires_grad = truthy(arg(v, 1));
+    t.is_parameter_object = true;
+    t.kind = TensorKind::Parameter;
+    t.kind_inferred = false;
+    return t;
+  }
+  if (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor") {
+    need(4);
+    shape_stride(arg(v, 2), arg(v, 3));
+    with_storage(arg(v, 0), arg(v, 1), nullptr);
+    t.requires_grad = truthy(arg(v, 4));
+    return t;
+  }
+  if (fn == "_rebuild_tensor_v3") {
+    need(7);
+    const Value* d = arg(v, 6);
+    const DType* dt = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    if (!dt) fail(v, fmt::format("'{}' has unknown dtype {}", name, d && d->kind == PKind::Global ? d->qualified() : "?"));
+    shape_stride(arg(v, 2), arg(v, 3));
+    with_storage(arg(v, 0), arg(v, 1), dt);
+    t.requires_grad = truthy(arg(v, 4));
+    return t;
+  }
+  if (fn == "_rebuild_meta_tensor_no_storage") {
+    need(3);
+    const Value* d = arg(v, 0);
+    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    if (!t.dtype) fail(v, fmt::format("meta tensor '{}' has an unknown dtype", name));
+    shape_stride(arg(v, 1), arg(v, 2));
+    t.requires_grad = truthy(arg(v, 3));
+    t.state = TensorState::Meta;
+    t.device = "meta";
+    bytes_of();
+    return t;
+  }
+  if (fn == "_rebuild_qtensor") {
+    need(5);
+    shape_stride(arg(v, 2), arg(v, 3));
+    with_storage(arg(v, 0), arg(v, 1), nullptr);
+    t.layout = "quantized";
+    const Value* qp = arg(v, 4);
+    if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
+      t.qscheme = qp->items[0]->name;
+    // Per-channel scales and zero points are tensors with storages of their own.
+    if (qp && qp->kind == PKind::Tuple)
+      for (const Value* q : qp->items)
+        if (is_tensor(q)) tensor(q, name + " (qparams)");
+    t.requires_grad = truthy(arg(v, 5));
+    return t;
+  }
+  if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") {
+    need(2);
+    const Value* layout = arg(v, 0);
+    const Value* data = arg(v, 1);
+    if (!data || data->kind != PKind::Tuple || data->items.size() < 3)
+      fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
+    // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
+    t.layout = "sparse";
+    if (layout && layout->kind == PKind::Global) t.layout = layout->name;
+    if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
+      std::string_view l = arg(layout, 0)->s;
+      if (l.substr(0, 6) == "torch.") l.remove_prefix(6);
+      t.layout = std::string(l);
+    }
+    const bool coo = t.layout == "sparse_coo";
+    // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
+    const size_t nparts = coo ? 2 : 3;
+    if (data->items.size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
+    uint64_t stored = 0;
+    for (size_t k = 0; k < nparts; ++k) {
+      if (!is_tensor(data->items[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
+      Tensor part = tensor(data->items[k], name);
+      stored += part.bytes;
+      if (k == nparts - 1) { t.dtype = part.dtype; t.device = part.device; t.storage = part.storage; }
+    }
+    Ints sz = int_list(data->items[nparts]);
+    if (!sz.ok) fail(v, fmt::format("sparse tensor '{}' has no size", name));
+    uint64_t numel = 1;
+    for (int64_t d : sz.v) {
+      if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel)) fail(v, fmt::format("sparse tensor '{}' size overflows", name));
+    }
+    t.shape = sz.v;
+    t.numel = static_cast<int64_t>(numel);
+    t.bytes = stored;
+    return t;
+  }
+  if (fn == "_rebuild_nested_tensor") {
+    need(1);
+    if (!is_tensor(arg(v, 0))) fail(v, fmt::format("nested tensor '{}' has no buffer", name));
+    Tensor buf = tensor(arg(v, 0), name);
+    t = buf;
+    t.identity = v;
+    t.layout = "nested";
+    return t;
+  }
+  if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_xla_tensor" || fn == "_rebuild_mlc_tensor") {
+    need(3);
+    if (!is_tensor(arg(v, 0))) fail(v, fmt::format("'{}' does not wrap a CPU tensor", name));
+    t = tensor(arg(v, 0), name);
+    t.identity = v;
+    if (const Value* dev = arg(v, 2); dev && dev->is_str()) t.device = dev->s;
+    t.requires_grad = truthy(arg(v, 3));
+    return t;
+  }
+  if (fn == "_rebuild_wrapper_subclass") {
+    need(8);
+    const Value* d = arg(v, 1);
+    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    if (!t.dtype) fail(v, fmt::format("'{}' has an unknown dtype", name));
+    shape_stride(arg(v, 2), arg(v, 3));
+    t.subclass = arg(v, 0) ? arg(v, 0)->qualified() : "";
+    t.requires_grad = truthy(arg(v, 7));
+    bytes_of();
+    return t;
+  }
+  // Anything else in the family (numpy-backed device tensors, ...) is kept as a named entry.
+  t.subclass = c->s + "." + fn;
+  t.layout = "opaque";
+  t.device = "";
+  return t;
+}
+
+bool TorchInterpreter::is_module(const Value* v) const {
+  return v && v->kind == PKind::Object && v->state && v->state->kind == PKind::Dict && v->state->get("_parameters") &&
+         v->state->get("_modules");
+}
+
+void TorchInterpreter::walk_module(const Value* v, const std::string& path, int depth) {
+  if (depth > static_cast<int>(lim_.pickle_depth)) fail(v, "modules nest deeper than the limit");
+  budget();
+  Module m;
+  m.name = path;
+  const Value* cls = v->callable;
+  // protocol 0/1: copyreg._reconstructor(cls, object, None)
+  if (cls && cls->qualified() == "copyreg._reconstructor" && nargs(v) >= 1) cls = arg(v, 0);
+  if (cls && cls->kind == PKind::Global) {
+    m.type = cls->name;
+    m.qualified_type = cls->s + "." + cls->name;
+  }
+  const Value* st = v->state;
+  if (const Value* tr = st->get("training"); tr && tr->kind == PKind::Bool) m.training = tr->b;
+  ck_.modules.push_back(std::move(m));
+  auto members = [&](const char* field, TensorKind kind) {
+    const Value* d = st->get(field);
+    if (!d) return;
+    const auto& p = d->pairs();
+    for (size_t k = 0; k + 1 < p.size(); k += 2) {
+      if (!p[k]->is_str() || p[k + 1]->kind == PKind::None) continue;
+      if (!is_tensor(p[k + 1])) continue;
+      Tensor t = tensor(p[k + 1], join_path(path, p[k]->s));
+      t.kind = kind;
+      t.kind_inferred = false;
+      ck_.tensors.push_back(std::move(t));
+    }
+  };
+  members("_parameters", TensorKind::Parameter);
+  members("_buffers", TensorKind::Buffer);
+  const auto& sub = st->get("_modules")->pairs();
+  for (size_t k = 0; k + 1 < sub.size(); k += 2) {
+    if (!sub[k]->is_str() || !is_module(sub[k + 1])) continue;
+    walk_module(sub[k + 1], join_path(path, sub[k]->s), depth + 1);
+  }
+}
+
+void TorchInterpreter::collect(const Value* v, const std::string& path, int depth) {
+  if (depth > static_cast<int>(lim_.pickle_depth)) fail(v, "containers nest deeper than the limit");
+  budget();
+  if (is_tensor(v)) {
+    if (ck_.tensors.size() >= lim_.tensors) fail(v, fmt::format("more than {} tensors", lim_.tensors));
+    ck_.tensors.push_back(tensor(v, path));
+    return;
+  }
+  if (is_module(v)) {
+    walk_module(v, path, depth);
+    return;
+  }
+  if (v->kind == PKind::Dict || (v->kind == PKind::Object && !v->dict.empty())) {
+    const auto& p = v->pairs();
+    for (size_t k = 0; k + 1 < p.size(); k += 2) {
+      std::string key = p[k]->is_str() ? p[k]->s : p[k]->is_int() ? std::to_string(p[k]->i) : std::string();
+      if (key.empty() && !p[k]->is_str()) continue;
+      collect(p[k + 1], join_path(path, key), depth + 1);
+    }
+    return;
+  }
+  if (v->kind == PKind::List || v->kind == PKind::Tuple) {
+    for (size_t k = 0; k < v->items.size(); ++k) collect(v->items[k], join_path(path, std::to_string(k)), depth + 1);
+  }
+}
+
+nlohmann::ordered_json TorchInterpreter::tensor_summary(const Value* v) {
+  Tensor t = tensor(v, "");
+  std::string shape;
+  for (size_t k = 0; k < t.shape.size(); ++k) shape += (k ? ", " : "") + std::to_string(t.shape[k]);
+  return nlohmann::ordered_json{{"__tensor__", fmt::format("{}[{}]", t.dtype ? t.dtype->name : "?", shape)}};
+}
+
+nlohmann::ordered_json TorchInterpreter::plain(const Value* v, int depth) {
+  using J = nlohmann::ordered_json;
+  budget();
+  if (depth > 64) return J("...");
+  switch (v->kind) {
+    case PKind::None: return nullptr;
+    case PKind::Bool: return v->b;
+    case PKind::Int: return v->i;
+    case PKind::BigInt: return J(std::string("<big int>"));
+    case PKind::Float: return v->f;
+    case PKind::Str: return v->s;
+    case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
+    case PKind::Global: return J{{"__global__", v->qualified()}};
+    case PKind::PersId: return J("<persistent id>");
+    case PKind::Tuple: case PKind::List: case PKind::Set: case PKind::FrozenSet: {
+      J a = J::array();
+      for (const Value* e : v->items) a.push_back(plain(e, depth + 1));
+      return a;
+    }
+    case PKind::Dict: {
+      J o = J::object();
+      for (size_t k = 0; k + 1 < v->items.size(); k += 2) {
+        const Value* key = v->items[k];
+        std::string ks = key->is_str() ? key->s : key->is_int() ? std::to_string(key->i) : plain(key, depth + 1).dump();
+        o[ks] = plain(v->items[k + 1], depth + 1);
+      }
+      return o;
+    }
+    case PKind::Object: {
+      if (is_tensor(v)) return tensor_summary(v);
+      std::string q = v->qualified();
+      if (q == "collections.OrderedDict" || q == "builtins.dict") {
+        J o = J::object();
+        const auto& p = v->dict;
+        for (size_t k = 0; k + 1 < p.size(); k += 2)
+          o[p[k]->is_str() ? p[k]->s : plain(p[k], depth + 1).dump()] = plain(p[k + 1], depth + 1);
+        return o;
+      }
+      if (q == "copyreg._reconstructor" && nargs(v) >= 1 && arg(v, 0)) q = arg(v, 0)->qualified();
+      J o = J::object();
+      o["__class__"] = q.empty() ? "?" : q;
+      if (v->state && v->state->kind == PKind::Dict) {
+        for (size_t k = 0; k + 1 < v->state->items.size(); k += 2)
+          if (v->state->items[k]->is_str()) o[v->state->items[k]->s] = plain(v->state->items[k + 1], depth + 1);
+      }
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+const Value* key_of(const Value* dict, std::string_view k) {
+  return dict && (dict->kind == PKind::Dict || dict->kind == PKind::Object) ? dict->get(k) : nullptr;
+}
+bool dict_like(const Value* v) {
+  return v && (v->kind == PKind::Dict || (v->kind == PKind::Object && (!v->dict.empty() || v->qualified() == "collections.OrderedDict")));
+}
+}  // namespace
+
+void TorchInterpreter::lightning(const Value* root) {
+  using J = nlohmann::ordered_json;
+  in_model_ = false;
+  J& md = ck_.metadata;
+  const auto& p = root->pairs();
+  // Tensors held by optimizer / scheduler states, counted apart from the model.
+  auto tensor_stats = [&](const Value* v) {
+    uint64_t count = 0, bytes = 0;
+    std::vector<std::pair<const Value*, int>> todo{{v, 0}};
+    while (!todo.empty()) {
+      auto [x, d] = todo.back();
+      todo.pop_back();
+      budget();
+      if (!x || d > 64) continue;
+      if (is_tensor(x)) {
+        Tensor t = tensor(x, "");
+        ++count;
+        bytes += t.bytes;
+        continue;
+      }
+      if (x->kind == PKind::Dict || x->kind == PKind::Object) for (const Value* e : x->pairs()) todo.push_back({e, d + 1});
+      if (x->kind == PKind::List || x->kind == PKind::Tuple) for (const Value* e : x->items) todo.push_back({e, d + 1});
+    }
+    return std::pair<uint64_t, uint64_t>{count, bytes};
+  };
+  for (size_t k = 0; k + 1 < p.size(); k += 2) {
+    if (!p[k]->is_str()) continue;
+    const std::string& key = p[k]->s;
+    const Value* val = p[k + 1];
+    if (key == ck_.model_key) continue;
+    if (key == "callbacks" && dict_like(val)) {
+      J names = J::array();
+      const auto& cb = val->pairs();
+      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? cb[j]->s : std::string("?"));
+      md["callbacks"] = names;
+    } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
+               key == "scheduler" || key == "schedulers") {
+      auto [n, b] = tensor_stats(val);
+      uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->items.size() : 1;
+      md[key] = J{{"count", count}, {"tensors", n}, {"bytes", b}};
+    } else if (key == "loops" && dict_like(val)) {
+      J names = J::array();
+      const auto& lp = val->pairs();
+      for (size_t j = 0; j + 1 < lp.size(); j += 2) if (lp[j]->is_str()) names.push_back(lp[j]->s);
+      md["loops"] = names;
+    } else {
+      auto [n, b] = tensor_stats(val);
+      if (n > 0) md[key] = J{{"tensors", n}, {"bytes", b}};
+      else md[key] = plain(val, 0);
+    }
+  }
+}
+
+void TorchInterpreter::interpret(const Value* root) {
+  ck_.content = "object";
+  if (is_module(root)) {
+    ck_.content = "module";
+    ck_.split_inferred = false;
+    walk_module(root, "", 0);
+  } else if (dict_like(root)) {
+    const Value* model = nullptr;
+    const bool is_lightning = key_of(root, "pytorch-lightning_version") ||
+                              (key_of(root, "state_dict") && (key_of(root, "epoch") || key_of(root, "global_step")));
+    bool direct_tensors = false;
+    for (size_t k = 1; k < root->pairs().size(); k += 2) direct_tensors |= is_tensor(root->pairs()[k]);
+    if (is_lightning) {
+      ck_.format = "lightning";
+      ck_.content = "lightning";
+      ck_.model_key = "state_dict";
+      model = key_of(root, "state_dict");
+    } else if (direct_tensors) {
+      ck_.content = "state_dict";
+      model = root;
+    } else {
+      for (std::string_view k : {"state_dict", "model_state_dict", "model", "module", "net", "network", "model_ema", "ema"}) {
+        const Value* m = key_of(root, k);
+        if (m && (dict_like(m) || is_module(m))) {
+          model = m;
+          ck_.model_key = std::string(k);
+          ck_.content = "checkpoint";
+          break;
+        }
+      }
+    }
+    if (model) {
+      if (is_module(model)) {
+        ck_.split_inferred = false;
+        walk_module(model, "", 0);
+      } else {
+        collect(model, "", 0);
+      }
+      if (model != root) lightning(root);
+    } else {
+      collect(root, "", 0);
+    }
+  } else {
+    collect(root, "", 0);
+  }
+  if (ck_.modules.empty()) {
+    // State dicts: parameter vs buffer is inferred from the name (or an integer / bool dtype).
+    for (Tensor& t : ck_.tensors) {
+      if (!t.kind_inferred) continue;
+      std::string_view leaf = t.name;
+      if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
+      const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool);
+      t.kind = buffer_name(leaf) || int_like ? TensorKind::Buffer : TensorKind::Parameter;
+    }
+  }
+}
+
+}  // namespace ckpt

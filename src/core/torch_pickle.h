@@ -1,0 +1,58 @@
+// Interprets an inert pickle graph the way torch.load would, without calling anything: recognizes the
+// torch._utils._rebuild_* family, Parameters, meta and uninitialized tensors, storages behind persistent
+// ids, whole pickled nn.Modules and Lightning checkpoints, and fills a Checkpoint.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/checkpoint.h"
+
+namespace ckpt {
+
+// Turns a persistent id into an index into ck.storages (registering it on first sight). Each container
+// format knows where its storages live.
+using StorageResolver = std::function<size_t(const Value* pid, const Value* at)>;
+
+class TorchInterpreter {
+ public:
+  // `pkl` is the view the pickle was read from; errors about a value name its opcode offset in it.
+  TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageResolver resolver);
+
+  // Fills ck.tensors / ck.modules / ck.metadata / ck.content / ck.model_key from the unpickled root.
+  void interpret(const Value* root);
+
+  // Parses a storage persistent id tuple ('storage', cls, key, location, numel[, view]).
+  struct StorageId {
+    std::string key;
+    const DType* dtype = nullptr;
+    uint64_t numel = 0;
+    std::string location;
+    const Value* view = nullptr;  // legacy view metadata or nullptr
+  };
+  StorageId storage_id(const Value* pid, const Value* at) const;
+
+ private:
+  bool is_tensor(const Value* v) const;
+  Tensor tensor(const Value* v, const std::string& name);
+  bool is_module(const Value* v) const;
+  void walk_module(const Value* v, const std::string& path, int depth);
+  void collect(const Value* v, const std::string& path, int depth);
+  void lightning(const Value* root);
+  nlohmann::ordered_json plain(const Value* v, int depth);
+  nlohmann::ordered_json tensor_summary(const Value* v);
+  [[noreturn]] void fail(const Value* at, const std::string& msg) const;
+  void budget();
+
+  Checkpoint& ck_;
+  ByteView pkl_;
+  const Limits& lim_;
+  StorageResolver resolve_;
+  uint64_t visited_ = 0;
+  bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
+};
+
+// Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
+std::string join_path(const std::string& a, const std::string& b);
+
+}  // namespace ckpt

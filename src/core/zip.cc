@@ -1,0 +1,173 @@
+#include "core/zip.h"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+namespace ckpt {
+namespace {
+
+constexpr uint32_t kLocalSig = 0x04034b50;
+constexpr uint32_t kCentralSig = 0x02014b50;
+constexpr uint32_t kEocdSig = 0x06054b50;
+constexpr uint32_t kZip64EocdSig = 0x06064b50;
+constexpr uint32_t kZip64LocatorSig = 0x07064b50;
+constexpr uint64_t kEocdSize = 22;
+constexpr uint64_t kLocatorSize = 20;
+constexpr uint64_t kZip64EocdSize = 56;
+constexpr uint64_t kCentralSize = 46;
+constexpr uint64_t kLocalSize = 30;
+
+// The end record is the last thing in the file, followed only by a comment of at most 65535 bytes.
+uint64_t find_eocd(const ByteView& f) {
+  if (f.size() < kEocdSize) f.fail(0, fmt::format("file of {} bytes is too short for a zip end record", f.size()));
+  const uint64_t last = f.size() - kEocdSize;
+  const uint64_t first = last > 0xFFFF ? last - 0xFFFF : 0;
+  for (uint64_t pos = last + 1; pos-- > first;) {
+    if (f.le<uint32_t>(pos) == kEocdSig && pos + kEocdSize + f.le<uint16_t>(pos + 20) == f.size()) return pos;
+  }
+  f.fail(last, "no zip end-of-central-directory record (truncated or not a zip)");
+}
+
+}  // namespace
+
+bool looks_like_zip(const ByteView& file) { return file.size() >= 4 && file.le<uint32_t>(0) == kLocalSig; }
+
+ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file)) {
+  const ByteView& f = file_;
+  const uint64_t eocd = find_eocd(f);
+  uint64_t count = f.le<uint16_t>(eocd + 10);
+  uint64_t cd_size = f.le<uint32_t>(eocd + 12);
+  uint64_t cd_offset = f.le<uint32_t>(eocd + 16);
+  if (f.le<uint16_t>(eocd + 4) != 0 || f.le<uint16_t>(eocd + 6) != 0)
+    f.fail(eocd, "multi-disk zip archives are not supported");
+
+  const bool wants64 = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
+  if (eocd >= kLocatorSize && f.le<uint32_t>(eocd - kLocatorSize) == kZip64LocatorSig) {
+    const uint64_t loc = eocd - kLocatorSize;
+    const uint64_t z64 = f.le<uint64_t>(loc + 8);
+    if (z64 > loc || loc - z64 < kZip64EocdSize)
+      f.fail(loc, fmt::format("zip64 locator points to 0x{:x}, not before the locator", z64));
+    if (f.le<uint32_t>(z64) != kZip64EocdSig) f.fail(z64, "zip64 end record signature missing");
+    count = f.le<uint64_t>(z64 + 32);
+    cd_size = f.le<uint64_t>(z64 + 40);
+    cd_offset = f.le<uint64_t>(z64 + 48);
+  } else if (wants64) {
+    f.fail(eocd, "end record needs zip64 but there is no zip64 locator");
+  }
+
+  uint64_t cd_end;
+  if (add_overflows(cd_offset, cd_size, &cd_end) || cd_end > f.size())
+    f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", cd_offset,
+                             cd_size, f.size()));
+  if (count > limits.zip_entries)
+    f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, limits.zip_entries));
+  if (count > cd_size / kCentralSize)
+    f.fail(eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
+
+  entries_.reserve(count);
+  Cursor c(f.sub(cd_offset, cd_size, "central directory"));
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t rec = c.pos();
+    if (c.le<uint32_t>() != kCentralSig)
+      c.fail_at(rec, fmt::format("central directory record {} has a bad signature", i));
+    ZipEntry e;
+    e.central_offset = cd_offset + rec;
+    c.le<uint16_t>();  // version made by
+    c.le<uint16_t>();  // version needed
+    e.flags = c.le<uint16_t>();
+    e.method = c.le<uint16_t>();
+    c.le<uint32_t>();  // time, date
+    e.crc32 = c.le<uint32_t>();
+    e.compressed_size = c.le<uint32_t>();
+    e.uncompressed_size = c.le<uint32_t>();
+    const uint16_t name_len = c.le<uint16_t>();
+    const uint16_t extra_len = c.le<uint16_t>();
+    const uint16_t comment_len = c.le<uint16_t>();
+    c.le<uint16_t>();  // disk start
+    c.le<uint16_t>();  // internal attributes
+    c.le<uint32_t>();  // external attributes
+    e.local_header_offset = c.le<uint32_t>();
+    e.name = std::string(c.take_str(name_len, "entry name"));
+    Cursor extra(c.take(extra_len, "extra field"));
+    c.take(comment_len, "entry comment");
+
+    bool need_u = e.uncompressed_size == 0xFFFFFFFF, need_c = e.compressed_size == 0xFFFFFFFF,
+         need_o = e.local_header_offset == 0xFFFFFFFF;
+    while (extra.remaining() >= 4) {
+      const uint16_t id = extra.le<uint16_t>();
+      Cursor field(extra.take(extra.le<uint16_t>(), "extra field record"));
+      if (id != 0x0001) continue;
+      if (need_u) { e.uncompressed_size = field.le<uint64_t>(); need_u = false; }
+      if (need_c) { e.compressed_size = field.le<uint64_t>(); need_c = false; }
+      if (need_o) { e.local_header_offset = field.le<uint64_t>(); need_o = false; }
+    }
+    if (need_u || need_c || need_o)
+      c.fail_at(rec, fmt::format("entry '{}' needs a zip64 extra field but has none", e.name));
+    if (e.method != 0 && e.method != 8)
+      c.fail_at(rec, fmt::format("entry '{}' uses compression method {} (only stored and deflated are read)",
+                                 e.name, e.method));
+    if (e.method == 0 && e.compressed_size != e.uncompressed_size)
+      c.fail_at(rec, fmt::format("stored entry '{}' has compressed size {} != uncompressed size {}", e.name,
+                                 e.compressed_size, e.uncompressed_size));
+    uint64_t end;
+    if (add_overflows(e.local_header_offset, e.compressed_size, &end) || end > cd_offset)
+      c.fail_at(rec, fmt::format("entry '{}' at 0x{:x} with {} bytes runs past the central directory", e.name,
+                                 e.local_header_offset, e.compressed_size));
+    entries_.push_back(std::move(e));
+  }
+  index_.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (!index_.emplace(entries_[i].name, i).second)
+      f.fail(entries_[i].central_offset, fmt::format("duplicate zip entry '{}'", entries_[i].name));
+  }
+}
+
+const ZipEntry* ZipReader::find(std::string_view name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+uint64_t ZipReader::data_offset(const ZipEntry& e) const {
+  const ByteView& f = file_;
+  const uint64_t h = e.local_header_offset;
+  if (f.le<uint32_t>(h) != kLocalSig) f.fail(h, fmt::format("local header of '{}' has a bad signature", e.name));
+  const uint16_t name_len = f.le<uint16_t>(h + 26);
+  const uint16_t extra_len = f.le<uint16_t>(h + 28);
+  if (f.str(h + kLocalSize, name_len) != e.name)
+    f.fail(h + kLocalSize, fmt::format("local header name '{}' differs from central directory name '{}'",
+                                       std::string(f.str(h + kLocalSize, name_len)), e.name));
+  const uint64_t data = h + kLocalSize + name_len + extra_len;
+  f.sub(data, e.compressed_size, "entry data");
+  return data;
+}
+
+ByteView ZipReader::stored(const ZipEntry& e) const {
+  if (e.method != 0)
+    file_.fail(e.local_header_offset, fmt::format("entry '{}' is deflated where stored data is required", e.name));
+  return file_.sub(data_offset(e), e.compressed_size).as_member(e.name);
+}
+
+ByteView ZipReader::content(const ZipEntry& e, std::string* storage, uint64_t max_bytes) const {
+  if (e.method == 0) return stored(e);
+  ByteView in = file_.sub(data_offset(e), e.compressed_size);
+  if (e.uncompressed_size > max_bytes)
+    in.fail(0, fmt::format("deflated entry '{}' declares {} bytes, over the limit of {}", e.name,
+                           e.uncompressed_size, max_bytes));
+  storage->assign(e.uncompressed_size, '\0');
+  z_stream zs{};
+  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) in.fail(0, "cannot initialise inflate");
+  zs.next_in = const_cast<Bytef*>(in.data());
+  zs.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size(), UINT32_MAX));
+  zs.next_out = reinterpret_cast<Bytef*>(storage->data());
+  zs.avail_out = static_cast<uInt>(storage->size());
+  const int rc = inflate(&zs, Z_FINISH);
+  const uint64_t produced = zs.total_out;
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END || produced != e.uncompressed_size)
+    in.fail(zs.total_in, fmt::format("deflated entry '{}' does not inflate to its declared {} bytes", e.name,
+                                      e.uncompressed_size));
+  auto origin = std::make_shared<Origin>(Origin{file_.origin() ? file_.origin()->file : "", e.name});
+  return ByteView(reinterpret_cast<const uint8_t*>(storage->data()), storage->size(), origin, 0);
+}
+
+}  // namespace ckpt

@@ -1,0 +1,63 @@
+// A zip reader that trusts only the central directory, as PyTorch's own reader does: torch.save and
+// TorchScript archives are written by miniz with sizes and CRCs zeroed in the local headers (flag 0x08,
+// data descriptors), so the local headers are read only to find where an entry's data begins.
+//
+//   [local header 30 B | name | extra ("FB" padding to 64-byte alignment)] [data] ... per entry
+//   [central directory: 46 B + name + extra + comment per entry]
+//   [zip64 end of central directory record, 56 B]   (when an offset, size or count overflows 32 bits)
+//   [zip64 locator, 20 B]
+//   [end of central directory, 22 B + comment]
+//
+// Zip64: a central-directory field holding 0xFFFFFFFF (0xFFFF for counts) is replaced by the next
+// 8-byte value of the extra field 0x0001, in the order: uncompressed, compressed, local offset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/error.h"
+
+namespace ckpt {
+
+struct ZipEntry {
+  std::string name;
+  uint16_t method = 0;  // 0 stored, 8 deflated
+  uint16_t flags = 0;
+  uint32_t crc32 = 0;
+  uint64_t compressed_size = 0;
+  uint64_t uncompressed_size = 0;
+  uint64_t local_header_offset = 0;
+  uint64_t central_offset = 0;  // where this entry's central record starts (for errors)
+};
+
+class ZipReader {
+ public:
+  // Parses the central directory of `file`. Throws InputError on anything malformed.
+  ZipReader(ByteView file, const Limits& limits);
+
+  const std::vector<ZipEntry>& entries() const { return entries_; }
+  const ZipEntry* find(std::string_view name) const;
+  // Offset in the file where the entry's bytes begin (reads and checks its local header: the local
+  // name must equal the central one).
+  uint64_t data_offset(const ZipEntry& e) const;
+  // The entry's stored bytes as a view named after the entry (no copy). Stored entries only.
+  ByteView stored(const ZipEntry& e) const;
+  // The entry's content: a view for stored entries, an inflated copy (bounded by `max_bytes`) for
+  // deflated ones; `storage` keeps the copy alive.
+  ByteView content(const ZipEntry& e, std::string* storage, uint64_t max_bytes) const;
+  const ByteView& file() const { return file_; }
+
+ private:
+  ByteView file_;
+  std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string_view, size_t> index_;
+};
+
+// True when the bytes start like a zip local file header.
+bool looks_like_zip(const ByteView& file);
+
+}  // namespace ckpt
