@@ -3,14 +3,16 @@
 # See bench/README.md. Run from anywhere; paths are relative to the repository root.
 #
 # Environment (all optional):
-#   CKPT=build/ckpt         the ckpt binary to time
+#   CKPT=build/ckpt         the ckpt binary to time (relative paths: from the repository root)
 #   BENCH_DIR=/tmp/ckpt-bench  scratch folder for the generated checkpoints (reused if present)
 #   RUNS=5                  timed runs per command for ckpt and py_unpickler (best is reported)
 #   TORCH_RUNS=3            timed runs per command that imports torch (they take seconds)
 #   WARMUP=0                extra untimed runs (the first run of each row, under /usr/bin/time for
 #                           peak RSS, is untimed already and warms the page cache)
-#   PY=...                  interpreter for py_unpickler.py; default: the real binary behind the
-#                           python3 on PATH (a pyenv shim alone adds ~0.1 s of bash per start)
+#   PY=/usr/bin/python3     interpreter for py_unpickler.py (it needs no torch). Debian's 3.11
+#                           starts fastest here, so it is the strictest baseline, and it reproduces
+#                           DESIGN.md's 0.031 s; without it, the real binary behind the
+#                           python3 on PATH (not a pyenv shim: that adds ~0.1 s of bash per start)
 #   TORCH_PY=/usr/bin/python3  interpreter with torch (Debian's torch 1.13)
 #   CPU_LOAD=0              1: also time torch.load(map_location='cpu') (reads all 3.1 GB; slow)
 #   ONLY=                   gpt2 or 100k: one file only
@@ -28,7 +30,11 @@ TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 CPU_LOAD=${CPU_LOAD:-0}
 ONLY=${ONLY:-}
 if [ -z "${PY:-}" ]; then
-  PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=python3
+  if [ -x /usr/bin/python3 ]; then
+    PY=/usr/bin/python3
+  else
+    PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=python3
+  fi
 fi
 
 GPT2=$BENCH_DIR/gpt2-large.pt

@@ -32,7 +32,8 @@ import torch.nn as nn
 
 warnings.filterwarnings("ignore")  # lazy-module and ComplexHalf "experimental" chatter
 
-BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked")
+BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
+                "inv_freq", "masked_bias", "_float_tensor", "causal_mask", "attention_mask")
 UNINIT = nn.parameter.UninitializedTensorMixin
 SUB_BYTE_BITS = {torch.quint4x2: 4, torch.quint2x4: 2}
 
@@ -262,8 +263,15 @@ def summarize(items, counts=None):
     return tensors, totals
 
 
-def kind_by_name(name):
-    return "buffer" if name.rsplit(".", 1)[-1] in BUFFER_NAMES else "parameter"
+def kind_by_name(name, t=None):
+    """ckpt's documented inference for entries no model explains: a well-known buffer name, or an
+    integer / bool dtype (such tensors cannot be trainable parameters), makes a buffer."""
+    if name.rsplit(".", 1)[-1] in BUFFER_NAMES:
+        return "buffer"
+    if isinstance(t, torch.Tensor) and not t.is_quantized and not t.is_sparse \
+            and not t.is_floating_point() and not t.is_complex():
+        return "buffer"
+    return "parameter"
 
 
 def kinds_from_model(model):
@@ -560,7 +568,7 @@ def fx_legacy(w):
     loaded = torch.load(w.path("legacy_views.pt"))
     check_dict(live, loaded)
     kinds = kinds_from_model(lm)
-    items = [(k, v, kinds.get(k) or kind_by_name(k)) for k, v in loaded.items()]
+    items = [(k, v, kinds.get(k) or kind_by_name(k, v)) for k, v in loaded.items()]
     tensors, totals = summarize(items, None)
     counts = model_counts(lm)
     # x and its views are extra "parameters" beside the model (no model owns them)
@@ -602,7 +610,7 @@ def fx_views(w):
     loaded = torch.load(w.path("views.pt"))
     assert type(loaded) is dict
     check_dict(live, loaded)
-    items = [(k, v, kind_by_name(k)) for k, v in loaded.items()]
+    items = [(k, v, kind_by_name(k, v)) for k, v in loaded.items()]
     tensors, totals = summarize(items, None)
     w.emit("views.pt", "torch-zip", tensors, totals,
            notes="A plain dict (not OrderedDict: no REDUCE / BUILD _metadata) of one 4x5 float tensor x "
@@ -618,7 +626,7 @@ def fx_plain_dict(w):
     loaded = torch.load(w.path("plain_dict.pt"))
     assert type(loaded) is dict
     check_dict(live, loaded)
-    tensors, totals = summarize([(k, v, kind_by_name(k)) for k, v in loaded.items()], None)
+    tensors, totals = summarize([(k, v, kind_by_name(k, v)) for k, v in loaded.items()], None)
     w.emit("plain_dict.pt", "torch-zip", tensors, totals,
            notes="A plain dict of two tensors (EMPTY_DICT + SETITEMS, no _metadata).")
 
@@ -642,7 +650,7 @@ def fx_dtypes(w):
     w.save("dtypes.pt", live)
     loaded = torch.load(w.path("dtypes.pt"))
     check_dict(live, loaded)
-    tensors, totals = summarize([(k, v, kind_by_name(k)) for k, v in loaded.items()], None)
+    tensors, totals = summarize([(k, v, kind_by_name(k, v)) for k, v in loaded.items()], None)
     # complex32 cannot be saved by torch 1.13: record the error text PyTorch gives
     try:
         torch.save({"c32": torch.zeros(2, dtype=torch.complex32)}, io.BytesIO())
@@ -672,7 +680,7 @@ def fx_quantized(w):
     for k in ("q_uint4x2", "q_uint2x4"):
         t = loaded[k]
         assert t.storage_offset() == 0 and tensor_nbytes(t) == t.storage().nbytes(), k
-    tensors, totals = summarize([(k, v, kind_by_name(k)) for k, v in loaded.items()], None)
+    tensors, totals = summarize([(k, v, kind_by_name(k, v)) for k, v in loaded.items()], None)
     w.emit("quantized.pt", "torch-zip", tensors, totals,
            notes="Quantized tensors via torch._utils._rebuild_qtensor. Storage classes QInt8/QUInt8/"
                  "QInt32/QUInt4x2/QUInt2x4Storage. Sub-byte dtypes: storage numel in the persistent id is "
@@ -693,7 +701,7 @@ def fx_sparse(w):
     w.save("sparse.pt", live)
     loaded = torch.load(w.path("sparse.pt"))
     check_dict(live, loaded)
-    tensors, totals = summarize([(k, v, kind_by_name(k)) for k, v in loaded.items()], None)
+    tensors, totals = summarize([(k, v, kind_by_name(k, v)) for k, v in loaded.items()], None)
     w.emit("sparse.pt", "torch-zip", tensors, totals,
            notes="Sparse COO entries: numel is the dense numel, bytes = indices + values bytes, dtype is "
                  "the values dtype, stride/offset null. Pickled as _rebuild_sparse_tensor(_get_layout("

@@ -21,23 +21,27 @@ buffer / module counts) or from `torch.load`-ing the written file back (everythi
 generator asserts that what it loads back equals what it saved.  The format of the expected files is
 described in testdata/EXPECTED.md.
 
-Conventions for cases EXPECTED.md leaves open (also stated in each file's "notes"):
-- fixtures that are plain dicts of tensors (no model): "kind" is null and the totals "parameters",
-  "trainable", "non_trainable", "buffers" are null;
+Conventions for cases EXPECTED.md leaves open, the same as testdata/gen_fixtures.py (t113, see
+testdata/README.md "Fields beyond EXPECTED.md"):
+- plain dicts of tensors without a model (dtypes, views): "kind" follows the well-known buffer
+  names, parameters = trainable = unique elements of the other entries;
 - uninitialized (lazy) entries: dtype, shape, stride, numel, bytes, device and offset are null (the
-  file stores only REDUCE(cls, (requires_grad,)));
-- "modules": every name from named_modules() whose recursive parameter + buffer count is > 0
-  (the root is the name ""); TorchScript fixtures list every module, with "type" (original_name)
-  and "training";
-- "storage_bytes": sum of the sizes of all data/<key> records of the file (for the Lightning
-  checkpoint this includes optimizer and callback tensors, not only the state dict).
+  file stores only REDUCE(cls, (requires_grad,))); requires_grad is what the file says;
+- "modules": named_modules(), root as "", recursive counts; state-dict fixtures list the modules
+  that hold tensors; whole_module and the TorchScript fixtures list every module with "type"
+  (TorchScript: original_name) and "training";
+- totals.storage_bytes: the storages behind the entries; "file": {storages, storage_bytes} of every
+  data/<key> record (they differ only for lightning.ckpt: optimizer and callback tensors);
+- "globals": every GLOBAL / STACK_GLOBAL of data.pkl as module.name, first-occurrence order;
+- lightning metadata also has hparams_name, loops (keys), callback_tensors, keys;
+- dtypes has "unsaveable": dtypes this torch cannot save (float8_e8m0fnu: absent in 2.6).
 """
 import argparse
 import collections
 import io
 import json
 import os
-import pickle
+import pickletools
 import sys
 import zipfile
 
@@ -45,7 +49,9 @@ import torch
 import torch.nn as nn
 from torch.nn.parameter import UninitializedTensorMixin
 
-TORCH_VERSION = torch.__version__.split("+")[0]
+TORCH_VERSION = torch.__version__          # "2.6.0+debian" in trixie
+BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
+                "inv_freq", "masked_bias", "_float_tensor", "causal_mask", "attention_mask")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -150,7 +156,8 @@ def tensor_totals(named):
     """named: list of (name, tensor) as loaded back, in file order."""
     n_tensors = elements = unique_elements = nbytes = uninit = meta = 0
     seen = set()
-    for _, t in named:
+    by_kind = {"parameter": 0, "buffer": 0}
+    for name, t in named:
         n_tensors += 1
         if isinstance(t, UninitializedTensorMixin):
             uninit += 1
@@ -165,8 +172,11 @@ def tensor_totals(named):
             seen.add(key)
             unique_elements += t.numel()
             nbytes += t.numel() * t.element_size()
+            by_kind[kind_by_name(name, t)] += t.numel()
     return {"tensors": n_tensors, "elements": elements, "unique_elements": unique_elements,
-            "bytes": nbytes, "uninitialized": uninit, "meta": meta}
+            "bytes": nbytes, "uninitialized": uninit, "meta": meta,
+            "by_kind": {"parameters": by_kind["parameter"], "trainable": by_kind["parameter"],
+                        "non_trainable": 0, "buffers": by_kind["buffer"]}}
 
 
 def numel0(p):
@@ -174,8 +184,6 @@ def numel0(p):
 
 
 def model_totals(model):
-    if model is None:
-        return {"parameters": None, "trainable": None, "non_trainable": None, "buffers": None}
     params = sum(numel0(p) for p in model.parameters())
     trainable = sum(numel0(p) for p in model.parameters() if p.requires_grad)
     buffers = sum(numel0(b) for b in model.buffers())
@@ -183,18 +191,59 @@ def model_totals(model):
             "buffers": buffers}
 
 
-def modules_list(model, prefix="", torchscript=False):
+def modules_list(model, all_modules=False):
+    """named_modules(), root as "", recursive counts. Without all_modules: modules that hold
+    tensors (uninitialized ones included); with it: every module plus type and training
+    (type = original_name for TorchScript modules, the class name otherwise)."""
     out = []
     for name, m in model.named_modules():
         p = sum(numel0(x) for x in m.parameters())
         b = sum(numel0(x) for x in m.buffers())
-        full = prefix + name if name else prefix.rstrip(".")
-        if torchscript:
-            out.append({"name": full, "type": m.original_name, "parameters": p, "buffers": b,
-                        "training": bool(m.training)})
-        elif p + b > 0:
-            out.append({"name": full, "parameters": p, "buffers": b})
+        n_tensors = len(list(m.parameters())) + len(list(m.buffers()))
+        if not all_modules and n_tensors == 0:
+            continue
+        d = {"name": name, "parameters": p, "buffers": b}
+        if all_modules:
+            d["type"] = getattr(m, "original_name", type(m).__name__)
+            d["training"] = bool(m.training)
+        out.append(d)
     return out
+
+
+def kind_by_name(name, t=None):
+    """ckpt's documented inference for entries no model explains: a well-known buffer name, or an
+    integer / bool dtype (such tensors cannot be trainable parameters), makes a buffer."""
+    if name.rsplit(".", 1)[-1] in BUFFER_NAMES:
+        return "buffer"
+    if isinstance(t, torch.Tensor) and not t.is_quantized and not t.is_sparse \
+            and not t.is_floating_point() and not t.is_complex():
+        return "buffer"
+    return "parameter"
+
+
+def pickle_globals(data):
+    """'module.name' of every GLOBAL / STACK_GLOBAL, first-occurrence order."""
+    found, recent, memo = [], [], {}
+    for op, arg, _pos in pickletools.genops(io.BytesIO(data)):
+        name = op.name
+        if name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+            recent.append(arg)
+        elif name in ("BINGET", "LONG_BINGET", "GET"):
+            recent.append(memo.get(arg))
+        elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+            memo[arg] = recent[-1] if recent else None
+        elif name == "MEMOIZE":
+            memo[len(memo)] = recent[-1] if recent else None
+        elif name in ("GLOBAL", "STACK_GLOBAL"):
+            g = arg.replace(" ", ".") if name == "GLOBAL" else "%s.%s" % (recent[-2], recent[-1])
+            if g not in found:
+                found.append(g)
+            recent.append(None)
+        elif name in ("FRAME", "PROTO", "STOP"):
+            pass
+        else:
+            recent.append(None)
+    return found
 
 
 def kinds_of(model):
@@ -222,20 +271,26 @@ def loads_weights_only(path):
 
 
 def write_expected(out, fname, fmt, named_saved, named_loaded, model, notes, *,
-                   metadata=None, modules=None, all_loaded=None):
+                   metadata=None, modules=None, all_loaded=None, extra=None):
     path = os.path.join(out, fname)
     assert os.path.getsize(path) < 110_000, (fname, os.path.getsize(path))
     prefix, records, data_bytes, entries = zip_facts(path)
+    with zipfile.ZipFile(path) as z:
+        globs = pickle_globals(z.read(prefix + "/data.pkl"))
+        n_storages = sum(1 for e in entries if e.startswith("data/"))
     assert len(named_saved) == len(named_loaded)
     for (n1, a), (n2, b) in zip(named_saved, named_loaded):
         assert n1 == n2, (n1, n2)
         same_tensor(a, b)
+    # storage bytes PyTorch reports for what the file holds == the data/ records
     all_t = list(all_loaded) if all_loaded is not None else [t for _, t in named_loaded]
-    sb = storage_bytes_of(all_t)
-    assert sb == data_bytes, (fname, sb, data_bytes)
-    kinds = kinds_of(model)
+    assert storage_bytes_of(all_t) == data_bytes, (fname, storage_bytes_of(all_t), data_bytes)
+    sb = storage_bytes_of([t for _, t in named_loaded])   # storages behind the entries
+    if all_loaded is None:
+        assert sb == data_bytes
+    kinds = kinds_of(model) if model is not None else {n: kind_by_name(n, t) for n, t in named_loaded}
     tt = tensor_totals(named_loaded)
-    mt = model_totals(model)
+    mt = model_totals(model) if model is not None else tt["by_kind"]
     totals = {"tensors": tt["tensors"], "elements": tt["elements"],
               "unique_elements": tt["unique_elements"], "storage_bytes": sb, "bytes": tt["bytes"],
               "parameters": mt["parameters"], "trainable": mt["trainable"],
@@ -243,14 +298,20 @@ def write_expected(out, fname, fmt, named_saved, named_loaded, model, notes, *,
               "uninitialized": tt["uninitialized"], "meta": tt["meta"]}
     exp = {"fixture": fname, "torch_version": TORCH_VERSION, "format": fmt, "prefix": prefix,
            "records": records, "totals": totals,
-           "tensors": [entry(n, t, kinds.get(n) if model is not None else None)
-                       for n, t in named_loaded]}
+           "tensors": [entry(n, t, kinds[n]) for n, t in named_loaded]}
     if modules is None and model is not None:
         modules = modules_list(model)
+    if model is None:
+        notes += (" No model: kind follows the well-known buffer names (%s), parameters = "
+                  "trainable = unique elements of the other entries." % ", ".join(BUFFER_NAMES))
     if modules is not None:
         exp["modules"] = modules
     if metadata is not None:
         exp["metadata"] = metadata
+    if extra:
+        exp.update(extra)
+    exp["file"] = {"storages": n_storages, "storage_bytes": data_bytes}
+    exp["globals"] = globs
     if fmt != "torchscript":
         notes = notes + " " + loads_weights_only(path) + "."
     notes += " Zip entries (without prefix): " + ", ".join(entries) + "."
@@ -373,13 +434,15 @@ def fx_dtypes(out):
     for k in d:
         assert back[k].dtype == d[k].dtype
     write_expected(out, fname, "torch-zip", sd_items(d), sd_items(back), None,
-                   "Plain OrderedDict of tensors (no model: kind and parameter/buffer totals are "
-                   "null). float32..bool use _rebuild_tensor_v2 with typed storage classes; "
+                   "Plain OrderedDict of tensors. float32..bool use _rebuild_tensor_v2 with typed storage classes; "
                    "float8_*, uint16/32/64, complex32, bits8, bits16 use _rebuild_tensor_v3 with "
                    "torch.UntypedStorage whose persistent-id numel is the byte count, and offset in "
                    "elements of the dtype. f8_e5m2_view_t views f8_e5m2_base's storage (offset 6, "
-                   "stride [1,5]). float8_e8m0fnu %s in this torch." %
-                   ("exists" if hasattr(torch, "float8_e8m0fnu") else "does not exist"))
+                   "stride [1,5]). Zero-element tensors have 0-byte data/ records written "
+                   "without a data descriptor (flag 0x0800).",
+                   extra=None if hasattr(torch, "float8_e8m0fnu") else
+                   {"unsaveable": {"float8_e8m0fnu": "torch %s has no torch.float8_e8m0fnu"
+                                   % TORCH_VERSION}})
 
 
 class Tied(nn.Module):
@@ -423,7 +486,7 @@ def fx_tied(out):
     torch.save(v, os.path.join(out, fname))
     back = torch.load(os.path.join(out, fname), weights_only=False)
     write_expected(out, fname, "torch-zip", sd_items(v), sd_items(back), None,
-                   "Plain OrderedDict (no model): views into two storages (data/0 float32 x48, "
+                   "Plain OrderedDict: views into two storages (data/0 float32 x48, "
                    "data/1 int64 x6). 'expanded' has stride 0, so numel*itemsize exceeds the bytes "
                    "it covers; 'same_as_base' is a distinct tensor object with the same storage, "
                    "offset, shape and stride as 'base' (counted once in unique_elements).")
@@ -482,7 +545,8 @@ def fx_whole_module(out):
                    "Linear, Linear): modules are GLOBAL torch.nn.modules.* + NEWOBJ/REDUCE + BUILD "
                    "of __dict__; Parameters are _rebuild_parameter(tensor, requires_grad, "
                    "OrderedDict()). 0.0.* and 3.bias are frozen (requires_grad False), so "
-                   "trainable < parameters. Tensor order = state_dict(keep_vars=True) order.")
+                   "trainable < parameters. Tensor order = state_dict(keep_vars=True) order.",
+                   modules=modules_list(m, all_modules=True))
 
 
 class LitModule(nn.Module):
@@ -557,7 +621,8 @@ def fx_lightning(out):
     }
     ns = argparse.Namespace(data_dir="/data", batch_size=4, augment=True)
     hparams = {"lr": 0.001, "hidden": 8, "betas": (0.9, 0.999), "name": "tiny-net",
-               "layers": [6, 8, 3], "args": ns, "dropout": None}
+               "layers": [6, 8, 3], "args": ns, "dropout": None,
+               "optim": {"name": "adam", "schedule": {"step_size": 1, "gamma": 0.5}}}
     checkpoint = {
         "epoch": 0,
         "global_step": 2,
@@ -580,18 +645,34 @@ def fx_lightning(out):
     for a, b in zip(walk_tensors(checkpoint), walk_tensors(back)):
         same_tensor(a, b)
     opt_tensors = list(walk_tensors(back["optimizer_states"]))
+    cb_tensors = list(walk_tensors(back["callbacks"]))
+
+    def plain(v):
+        if isinstance(v, argparse.Namespace):
+            d = {"__class__": "argparse.Namespace"}
+            d.update((k, plain(x)) for k, x in vars(v).items())
+            return d
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
     meta = {
         "epoch": back["epoch"], "global_step": back["global_step"],
         "pytorch-lightning_version": back["pytorch-lightning_version"],
-        "hyper_parameters": {k: ({"__class__": "argparse.Namespace", **vars(v)}
-                                 if isinstance(v, argparse.Namespace) else
-                                 (list(v) if isinstance(v, tuple) else v))
-                             for k, v in back["hyper_parameters"].items()},
+        "hparams_name": back["hparams_name"],
+        "hyper_parameters": plain(back["hyper_parameters"]),
         "callbacks": list(back["callbacks"].keys()),
         "optimizer_states": {"count": len(back["optimizer_states"]), "tensors": len(opt_tensors),
                              "bytes": sum(t.numel() * t.element_size() for t in opt_tensors)},
         "lr_schedulers": {"count": len(back["lr_schedulers"])},
+        "loops": list(back["loops"].keys()),
+        "callback_tensors": {"tensors": len(cb_tensors),
+                             "bytes": sum(t.numel() * t.element_size() for t in cb_tensors)},
+        "keys": list(back.keys()),
     }
+    assert list(back.keys()) == list(checkpoint.keys())
     write_expected(out, fname, "lightning", sd_items(checkpoint["state_dict"]),
                    sd_items(back["state_dict"]), lit,
                    "Lightning 2.x dump_checkpoint layout (epoch, global_step, "
@@ -599,8 +680,8 @@ def fx_lightning(out):
                    "lr_schedulers, hparams_name='kwargs', hyper_parameters), torch.save to "
                    "io.BytesIO so the prefix is 'archive'. Top-level dict is a plain dict. "
                    "Adam after 2 steps: state per param {step (float32 0-dim tensor), exp_avg, "
-                   "exp_avg_sq}. totals/tensors cover only state_dict; storage_bytes covers every "
-                   "data/ record (incl. optimizer and callback tensors). hyper_parameters.betas is "
+                   "exp_avg_sq}. totals/tensors cover only state_dict; 'file' counts every data/ "
+                   "record (incl. optimizer and callback tensors). hyper_parameters.betas is "
                    "a tuple in the file (listed as a JSON list); args is an argparse.Namespace "
                    "(GLOBAL argparse Namespace, NEWOBJ/REDUCE, BUILD).",
                    metadata=meta, all_loaded=walk_tensors(back))
@@ -649,7 +730,7 @@ def fx_torchscript(out):
                            "'forward' -> [tensor]) whose persistent id says FloatStorage '0' of 96 "
                            "elements, but the record traced_inputs/0 is 0 bytes (torch writes it "
                            "empty); torch.jit.load accepts this."),
-                       modules=modules_list(back, torchscript=True))
+                       modules=modules_list(back, all_modules=True))
 
 
 def main():

@@ -36,7 +36,7 @@ int run_summary(const SummaryOptions& o) {
   const std::string format = o.json ? "json" : o.format;
   std::string out;
   if (format == "json") {
-    out = summary_json(s).dump(2) + "\n";
+    out = json_text(summary_json(s)) + "\n";
   } else {
     RenderOptions r;
     r.depth = o.depth;

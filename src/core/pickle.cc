@@ -491,6 +491,116 @@ Unpickled Machine::run() {
 
 }  // namespace
 
+std::string bigint_decimal(const Value* v) {
+  if (v->kind != PKind::BigInt) return {};
+  const std::string& b = v->s;
+  if (!b.empty() && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))) {  // from text LONG / INT
+    std::string t = b;
+    if (!t.empty() && t.back() == 'L') t.pop_back();
+    return t;
+  }
+  // Two's-complement little-endian bytes -> magnitude in base 1e9 limbs.
+  std::vector<uint8_t> mag(b.begin(), b.end());
+  const bool neg = !mag.empty() && (mag.back() & 0x80);
+  if (neg) {  // negate: invert and add one
+    int carry = 1;
+    for (auto& x : mag) { int y = static_cast<uint8_t>(~x) + carry; x = static_cast<uint8_t>(y); carry = y >> 8; }
+  }
+  std::vector<uint32_t> limbs{0};
+  for (size_t k = mag.size(); k-- > 0;) {
+    uint64_t carry = mag[k];
+    for (auto& l : limbs) { uint64_t y = static_cast<uint64_t>(l) * 256 + carry; l = static_cast<uint32_t>(y % 1000000000); carry = y / 1000000000; }
+    while (carry) { limbs.push_back(static_cast<uint32_t>(carry % 1000000000)); carry /= 1000000000; }
+  }
+  std::string out = std::to_string(limbs.back());
+  for (size_t k = limbs.size() - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
+  return neg ? "-" + out : out;
+}
+
+namespace {
+
+size_t utf8_code_points(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+struct PlainWalker {
+  const PlainHook& hook;
+  int max_depth;
+  uint64_t budget;
+  std::vector<const Value*> path;
+
+  nlohmann::ordered_json operator()(const Value* v, int depth) {
+    using J = nlohmann::ordered_json;
+    if (depth > max_depth || budget == 0) return J("...");
+    --budget;
+    if (std::find(path.begin(), path.end(), v) != path.end()) return J("<cycle>");
+    if (hook) if (auto h = hook(v)) return *h;
+    path.push_back(v);
+    J out = convert(v, depth);
+    path.pop_back();
+    return out;
+  }
+
+  nlohmann::ordered_json convert(const Value* v, int depth) {
+    using J = nlohmann::ordered_json;
+    auto key_text = [&](const Value* k) {
+      if (k->is_str()) return k->s;
+      if (k->is_int()) return std::to_string(k->i);
+      return (*this)(k, depth + 1).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    };
+    auto object_of = [&](const std::vector<Value*>& pairs) {
+      J o = J::object();
+      for (size_t k = 0; k + 1 < pairs.size(); k += 2) o[key_text(pairs[k])] = (*this)(pairs[k + 1], depth + 1);
+      return o;
+    };
+    switch (v->kind) {
+      case PKind::None: return nullptr;
+      case PKind::Bool: return v->b;
+      case PKind::Int: return v->i;
+      case PKind::BigInt: return bigint_decimal(v);
+      case PKind::Float: return v->f;
+      case PKind::Str: return v->s;
+      case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
+      case PKind::Global: return J{{"__global__", v->qualified()}};
+      case PKind::PersId: return J("<persistent id>");
+      case PKind::Tuple: case PKind::List: case PKind::Set: case PKind::FrozenSet: {
+        J a = J::array();
+        for (const Value* e : v->items) a.push_back((*this)(e, depth + 1));
+        return a;
+      }
+      case PKind::Dict: return object_of(v->items);
+      case PKind::Object: break;
+    }
+    std::string q = v->qualified();
+    const Value* a0 = v->args && v->args->kind == PKind::Tuple && !v->args->items.empty() ? v->args->items[0] : nullptr;
+    if (q == "collections.OrderedDict" || q == "builtins.dict") return object_of(v->dict);
+    if ((q == "builtins.set" || q == "builtins.frozenset" || q == "builtins.list" || q == "builtins.tuple")) {
+      if (!a0) return J::array();
+      return (*this)(a0, depth + 1);
+    }
+    if (q == "_codecs.encode" && a0 && a0->is_str()) return J(fmt::format("<{} bytes>", utf8_code_points(a0->s)));
+    if ((q == "builtins.bytes" || q == "builtins.bytearray") && !a0) return J("<0 bytes>");
+    if ((q == "builtins.bytes" || q == "builtins.bytearray") && a0 && a0->kind == PKind::Bytes) return (*this)(a0, depth + 1);
+    if (q == "copyreg._reconstructor" && a0) q = a0->qualified();
+    J o = J::object();
+    o["__class__"] = q.empty() ? "?" : q;
+    if (v->state && v->state->kind == PKind::Dict) {
+      for (size_t k = 0; k + 1 < v->state->items.size(); k += 2)
+        if (v->state->items[k]->is_str()) o[v->state->items[k]->s] = (*this)(v->state->items[k + 1], depth + 1);
+    }
+    return o;
+  }
+};
+
+}  // namespace
+
+nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook, int max_depth, uint64_t budget) {
+  PlainWalker w{hook, max_depth, budget, {}};
+  return w(v, 0);
+}
+
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) {
   if (data.size() > limits.pickle_bytes && start == 0)
     data.fail(0, fmt::format("pickle of {} bytes exceeds the limit of {}", data.size(), limits.pickle_bytes));

@@ -10,6 +10,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -87,6 +91,15 @@ struct Unpickled {
   int protocol = 0;   // highest PROTO seen (0 if none)
   std::vector<GlobalRef> globals;
 };
+
+// The value as plain JSON: containers as arrays / objects, bytes as "<N bytes>", ints past 64 bits as
+// decimal strings, instances as {"__class__": "module.Name", **state}. `hook` may claim a node first
+// (tensors). Bounded: at most `max_depth` deep, `budget` nodes in all, cycles shown as "<cycle>".
+using PlainHook = std::function<std::optional<nlohmann::ordered_json>(const Value*)>;
+nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook = nullptr, int max_depth = 64,
+                                  uint64_t budget = 1'000'000);
+// Decimal text of a BigInt value.
+std::string bigint_decimal(const Value* v);
 
 // Runs one pickle starting at `start` in `data`, allocating values in `heap`.
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits);

@@ -23,6 +23,10 @@ std::string human_count(uint64_t number) {
   return fmt::format("{:.1f} {}", x, labels[index]);
 }
 
+std::string json_text(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 std::string human_bytes(uint64_t n) {
   if (n < 1000) return fmt::format("{} B", n);
   static const char* units[] = {"kB", "MB", "GB", "TB", "PB"};
@@ -73,7 +77,7 @@ std::string header_lines(const Summary& s, bool markdown) {
     const auto& md = ck.metadata;
     std::vector<std::string> m;
     for (const char* k : {"pytorch-lightning_version", "epoch", "global_step"})
-      if (md.contains(k)) m.push_back(fmt::format("{} {}", k, md[k].is_string() ? md[k].get<std::string>() : md[k].dump()));
+      if (md.contains(k)) m.push_back(fmt::format("{} {}", k, md[k].is_string() ? md[k].get<std::string>() : json_text(md[k], -1)));
     for (const char* k : {"optimizer_states", "lr_schedulers", "optimizer", "scheduler"})
       if (md.contains(k) && md[k].is_object() && md[k].contains("count"))
         m.push_back(fmt::format("{} {} ({} tensors, {})", k, md[k]["count"].get<uint64_t>(), md[k]["tensors"].get<uint64_t>(),
@@ -83,7 +87,7 @@ std::string header_lines(const Summary& s, bool markdown) {
     if (md.contains("hyper_parameters") && md["hyper_parameters"].is_object()) {
       std::vector<std::string> hp;
       for (auto it = md["hyper_parameters"].begin(); it != md["hyper_parameters"].end(); ++it)
-        hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump()));
+        hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : json_text(*it, -1)));
       std::string h = join(hp, ", ");
       if (h.size() > 200) h = h.substr(0, 197) + "...";
       line("Hparams", h);
@@ -197,13 +201,21 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   out += "\n";
   for (size_t k = 0; k < t.rows.size(); ++k) {
     out += fmt::format("| {} |", k);
-    for (const auto& cell : t.rows[k]) out += " " + esc(cell) + " |";
+    for (std::string cell : t.rows[k]) {
+      while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+      out += " " + esc(cell) + " |";
+    }
     out += "\n";
   }
   out += "\n| Total | |\n|---|--:|\n";
-  out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", human_count(T.trainable),
-                     human_count(T.non_trainable), human_count(T.parameters));
-  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "", human_count(T.buffers));
+  auto count = [](uint64_t n) {
+    std::string c = human_count(n);
+    while (c.back() == ' ') c.pop_back();
+    return c;
+  };
+  out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", count(T.trainable),
+                     count(T.non_trainable), count(T.parameters));
+  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "", count(T.buffers));
   out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n", static_cast<double>(T.parameter_bytes) / 1e6,
                      static_cast<double>(T.bytes) / 1e6);
   if (!s.findings.empty()) out += "\n";
@@ -277,7 +289,7 @@ nlohmann::ordered_json summary_json(const Summary& s) {
     e["requires_grad"] = t.requires_grad;
     e["device"] = t.device.empty() ? J(nullptr) : J(t.device);
     e["storage"] = t.storage.empty() ? J(nullptr) : J(t.storage);
-    e["offset"] = lazy || t.storage.empty() ? J(nullptr) : J(t.offset);
+    e["offset"] = lazy || (t.layout != "strided" && t.layout != "quantized") ? J(nullptr) : J(t.offset);
     e["layout"] = t.layout;
     if (!t.qscheme.empty()) e["qscheme"] = t.qscheme;
     if (!t.subclass.empty()) e["subclass"] = t.subclass;

@@ -20,6 +20,9 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o);
 std::string render_summary_markdown(const Summary& s, const RenderOptions& o);
 nlohmann::ordered_json summary_json(const Summary& s);
 
+// JSON text; strings from pickles need not be valid UTF-8, so bad bytes become U+FFFD.
+std::string json_text(const nlohmann::ordered_json& j, int indent = 2);
+
 // Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
 std::string human_count(uint64_t n);
 // Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".

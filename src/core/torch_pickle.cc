@@ -414,55 +414,12 @@ nlohmann::ordered_json TorchInterpreter::tensor_summary(const Value* v) {
   return nlohmann::ordered_json{{"__tensor__", fmt::format("{}[{}]", t.dtype ? t.dtype->name : "?", shape)}};
 }
 
-nlohmann::ordered_json TorchInterpreter::plain(const Value* v, int depth) {
-  using J = nlohmann::ordered_json;
-  budget();
-  if (depth > 64) return J("...");
-  switch (v->kind) {
-    case PKind::None: return nullptr;
-    case PKind::Bool: return v->b;
-    case PKind::Int: return v->i;
-    case PKind::BigInt: return J(std::string("<big int>"));
-    case PKind::Float: return v->f;
-    case PKind::Str: return v->s;
-    case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
-    case PKind::Global: return J{{"__global__", v->qualified()}};
-    case PKind::PersId: return J("<persistent id>");
-    case PKind::Tuple: case PKind::List: case PKind::Set: case PKind::FrozenSet: {
-      J a = J::array();
-      for (const Value* e : v->items) a.push_back(plain(e, depth + 1));
-      return a;
-    }
-    case PKind::Dict: {
-      J o = J::object();
-      for (size_t k = 0; k + 1 < v->items.size(); k += 2) {
-        const Value* key = v->items[k];
-        std::string ks = key->is_str() ? key->s : key->is_int() ? std::to_string(key->i) : plain(key, depth + 1).dump();
-        o[ks] = plain(v->items[k + 1], depth + 1);
-      }
-      return o;
-    }
-    case PKind::Object: {
-      if (is_tensor(v)) return tensor_summary(v);
-      std::string q = v->qualified();
-      if (q == "collections.OrderedDict" || q == "builtins.dict") {
-        J o = J::object();
-        const auto& p = v->dict;
-        for (size_t k = 0; k + 1 < p.size(); k += 2)
-          o[p[k]->is_str() ? p[k]->s : plain(p[k], depth + 1).dump()] = plain(p[k + 1], depth + 1);
-        return o;
-      }
-      if (q == "copyreg._reconstructor" && nargs(v) >= 1 && arg(v, 0)) q = arg(v, 0)->qualified();
-      J o = J::object();
-      o["__class__"] = q.empty() ? "?" : q;
-      if (v->state && v->state->kind == PKind::Dict) {
-        for (size_t k = 0; k + 1 < v->state->items.size(); k += 2)
-          if (v->state->items[k]->is_str()) o[v->state->items[k]->s] = plain(v->state->items[k + 1], depth + 1);
-      }
-      return o;
-    }
-  }
-  return nullptr;
+nlohmann::ordered_json TorchInterpreter::plain(const Value* v, int /*depth*/) {
+  return plain_json(v, [this](const Value* x) -> std::optional<nlohmann::ordered_json> {
+    budget();
+    if (is_tensor(x)) return tensor_summary(x);
+    return std::nullopt;
+  });
 }
 
 namespace {
@@ -509,6 +466,8 @@ void TorchInterpreter::lightning(const Value* root) {
       const auto& cb = val->pairs();
       for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? cb[j]->s : std::string("?"));
       md["callbacks"] = names;
+      auto [n, b] = tensor_stats(val);  // e.g. ModelCheckpoint's best_model_score
+      if (n > 0) md["callback_tensors"] = J{{"tensors", n}, {"bytes", b}};
     } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
                key == "scheduler" || key == "schedulers") {
       auto [n, b] = tensor_stats(val);
@@ -578,7 +537,8 @@ void TorchInterpreter::interpret(const Value* root) {
       if (!t.kind_inferred) continue;
       std::string_view leaf = t.name;
       if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
-      const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool);
+      const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool ||
+                                      t.dtype->cls == DTypeClass::Bits);
       t.kind = buffer_name(leaf) || int_like ? TensorKind::Buffer : TensorKind::Parameter;
     }
   }

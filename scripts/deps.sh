@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs ckpt's build and test dependencies from Debian 12 packages, only when missing.
+set -euo pipefail
+pkgs=(g++ cmake make pkg-config zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
+      python3 python3-torch libtorch-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "ckpt: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,169 @@
+// Every fixture written by real PyTorch (testdata/gen_fixtures*.py) against the numbers PyTorch reported
+// for it in <name>.expected.json. Nothing expected here comes from ckpt.
+#include <doctest/doctest.h>
+
+#include "core/reader.h"
+#include "core/render.h"
+#include "core/summary.h"
+#include "fixtures.h"
+
+using nlohmann::json;
+using namespace ckpt;
+
+namespace {
+
+json summary_of(const test::Fixture& f) {
+  Checkpoint ck = read_checkpoint(f.file.string());
+  Summary s = summarize(ck);
+  return json::parse(json_text(summary_json(s)));
+}
+
+const json* find_named(const json& arr, const std::string& name) {
+  for (const auto& e : arr)
+    if (e.at("name") == name) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("fixtures: there are fixtures to test") { CHECK(test::fixtures().size() >= 15); }
+
+TEST_CASE("fixtures: format, prefix and records equal what torch wrote") {
+  for (const auto& f : test::fixtures()) {
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    CHECK(a["schema"] == "ckpt.summary/1");
+    CHECK(a["format"] == e["format"]);
+    if (e.contains("prefix")) CHECK(a["prefix"] == e["prefix"]);
+    if (e.contains("records"))
+      for (auto it = e["records"].begin(); it != e["records"].end(); ++it) {
+        CAPTURE(it.key());
+        CHECK(a["records"][it.key()] == it.value());
+      }
+  }
+}
+
+TEST_CASE("fixtures: totals equal PyTorch's counts") {
+  for (const auto& f : test::fixtures()) {
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    for (auto it = e["totals"].begin(); it != e["totals"].end(); ++it) {
+      CAPTURE(it.key());
+      CHECK(a["totals"][it.key()] == it.value());
+    }
+    if (e.contains("file") && e["file"].is_object()) {
+      CHECK(a["totals"]["storages"] == e["file"]["storages"]);
+      CHECK(a["totals"]["file_storage_bytes"] == e["file"]["storage_bytes"]);
+    }
+  }
+}
+
+TEST_CASE("fixtures: every tensor entry equals what torch.load gives") {
+  for (const auto& f : test::fixtures()) {
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    CHECK(a["tensors"].size() == e["tensors"].size());
+    for (const auto& et : e["tensors"]) {
+      const std::string name = et["name"];
+      CAPTURE(name);
+      const json* at = find_named(a["tensors"], name);
+      REQUIRE(at != nullptr);
+      for (const char* field : {"dtype", "shape", "stride", "numel", "bytes", "kind", "state", "requires_grad", "device",
+                                "offset", "layout", "qscheme"}) {
+        if (!et.contains(field)) continue;
+        CAPTURE(field);
+        // Expected null for fields the file does not record (uninitialized entries).
+        CHECK((*at)[field] == et[field]);
+      }
+    }
+  }
+}
+
+TEST_CASE("fixtures: tensors come in the file's order") {
+  for (const auto& f : test::fixtures()) {
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    if (e["format"] == "torchscript" || e.value("content", "") == "module") continue;  // module order differs by design
+    std::vector<std::string> want, got;
+    for (const auto& t : e["tensors"]) want.push_back(t["name"]);
+    for (const auto& t : a["tensors"]) got.push_back(t["name"]);
+    if (a["content"] != "module") CHECK(got == want);
+  }
+}
+
+TEST_CASE("fixtures: per-module counts equal named_modules()") {
+  for (const auto& f : test::fixtures()) {
+    if (!test::read_json(f.expected).contains("modules")) continue;
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    for (const auto& em : e["modules"]) {
+      const std::string name = em["name"];
+      CAPTURE(name);
+      const json* am = find_named(a["modules"], name);
+      REQUIRE(am != nullptr);
+      CHECK((*am)["parameters"] == em["parameters"]);
+      CHECK((*am)["buffers"] == em["buffers"]);
+      if (em.contains("type")) CHECK((*am)["type"] == em["type"]);
+      if (em.contains("training")) CHECK((*am)["mode"] == (em["training"].get<bool>() ? "train" : "eval"));
+    }
+  }
+}
+
+TEST_CASE("fixtures: Lightning and training-checkpoint metadata") {
+  for (const auto& f : test::fixtures()) {
+    json e = test::read_json(f.expected);
+    if (!e.contains("metadata") && !e.contains("other")) continue;
+    CAPTURE(f.id);
+    json a = summary_of(f);
+    const json& md = a["metadata"];
+    if (e.contains("metadata")) {
+      const json& em = e["metadata"];
+      for (const char* k : {"epoch", "global_step", "pytorch-lightning_version", "hparams_name", "hyper_parameters", "callbacks", "loops"}) {
+        if (!em.contains(k)) continue;
+        CAPTURE(k);
+        CHECK(md[k] == em[k]);
+      }
+      for (const char* k : {"optimizer_states", "lr_schedulers"}) {
+        if (!em.contains(k)) continue;
+        CAPTURE(k);
+        for (auto it = em[k].begin(); it != em[k].end(); ++it) CHECK(md[k][it.key()] == it.value());
+      }
+    }
+    if (e.contains("other")) {
+      CHECK(a["model_key"] == e["model_key"]);
+      for (auto it = e["other"].begin(); it != e["other"].end(); ++it) {
+        if (it.key() == "keys") continue;
+        CAPTURE(it.key());
+        if (it->is_object())
+          for (auto jt = it->begin(); jt != it->end(); ++jt) CHECK(md[it.key()][jt.key()] == jt.value());
+        else
+          CHECK(md[it.key()] == it.value());
+      }
+    }
+  }
+}
+
+TEST_CASE("fixtures: lazy and meta entries are named in warnings") {
+  for (const auto& f : test::fixtures()) {
+    CAPTURE(f.id);
+    json e = test::read_json(f.expected), a = summary_of(f);
+    auto has = [&](const char* id) {
+      for (const auto& w : a["warnings"])
+        if (w["id"] == id) return true;
+      return false;
+    };
+    CHECK(has("uninitialized-parameters") == (e["totals"]["uninitialized"].get<int>() > 0));
+    CHECK(has("meta-tensors") == (e["totals"]["meta"].get<int>() > 0));
+    for (const auto& w : a["warnings"]) {
+      CHECK(w.contains("id"));
+      CHECK(w.contains("severity"));
+      CHECK(w.contains("message"));
+      CHECK(w.contains("fix"));
+      CHECK(w.contains("where"));
+      if (w["id"] == "uninitialized-parameters")
+        for (const auto& t : e["tensors"])
+          if (t["state"] == "uninitialized")
+            CHECK(std::find(w["where"].begin(), w["where"].end(), t["name"]) != w["where"].end());
+    }
+  }
+}
