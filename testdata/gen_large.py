@@ -92,7 +92,7 @@ def main():
     assert loaded["big_tail"].storage().data_ptr() == loaded["big"].storage().data_ptr()
     for k, v in small.items():
         assert torch.equal(v, loaded[k]), k
-    items = [(k, v, G.kind_by_name(k)) for k, v in loaded.items()]
+    items = [(k, v, G.kind_by_name(k, v)) for k, v in loaded.items()]
     tensors, totals = G.summarize(items, None)
     entries = zip_entries(path)
     beyond = [e["name"] for e in entries if e["data_offset"] >= 2 ** 32]
@@ -104,7 +104,7 @@ def main():
                  "uint8 storage; data/1, data/2 and the version record start past 2**32 "
                  "(zip_entries has each local header offset and data offset). 'big_tail' is a view of "
                  "storage 0 at element offset 2**32+100. Bytes of 'big' are (i %% %d %% 251) for chunk "
-                 "position i. No model: kinds by name." % CHUNK)
+                 "position i. No model: kinds by ckpt's documented rule (name, or integer dtype = buffer)." % CHUNK)
     t4 = time.time()
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     print("wrote %s (%d bytes): fill %.1fs, torch.save %.1fs, torch.load %.1fs, verify+json %.1fs, "

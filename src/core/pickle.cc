@@ -5,15 +5,51 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 namespace ckpt {
 
 std::string Value::qualified() const {
   const Value* g = this;
-  if (kind == PKind::Object) g = callable;
+  if (kind == PKind::Object) g = callable();
   if (g == nullptr || g->kind != PKind::Global) return {};
-  return g->s + "." + g->name;
+  std::string out(g->s);
+  out += '.';
+  out += g->name();
+  return out;
+}
+
+void* Heap::alloc(size_t bytes, size_t align) {
+  size_t pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+  if (cur_ == nullptr || pad + bytes > left_) {
+    const size_t block = std::max<size_t>(bytes + align, 1 << 20);
+    blocks_.emplace_back(new unsigned char[block]);
+    cur_ = blocks_.back().get();
+    left_ = block;
+    pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+  }
+  void* p = cur_ + pad;
+  cur_ += pad + bytes;
+  left_ -= pad + bytes;
+  return p;
+}
+
+void Kids::push(Heap& h, Value* v) {
+  if (n_ == cap_) {
+    const uint32_t cap = cap_ ? cap_ * 2 : 4;
+    auto** p = static_cast<Value**>(h.alloc(sizeof(Value*) * cap, alignof(Value*)));
+    if (n_) std::memcpy(p, p_, sizeof(Value*) * n_);
+    p_ = p;
+    cap_ = cap;
+  }
+  p_[n_++] = v;
+}
+
+void Kids::assign(Heap& h, const std::vector<Value*>& vs) {
+  p_ = vs.empty() ? nullptr : static_cast<Value**>(h.alloc(sizeof(Value*) * vs.size(), alignof(Value*)));
+  if (!vs.empty()) std::memcpy(p_, vs.data(), sizeof(Value*) * vs.size());
+  n_ = cap_ = static_cast<uint32_t>(vs.size());
 }
 
 Value* Value::get(std::string_view key) const {
@@ -155,20 +191,32 @@ class Machine {
     if (parent->depth > lim_.pickle_depth)
       fail(fmt::format("nesting depth {} exceeds the limit of {}", parent->depth, lim_.pickle_depth));
   }
-  Value* container(PKind k, std::vector<Value*> items) {
+  Value* container(PKind k, const std::vector<Value*>& items) {
     Value* v = make(k);
     for (Value* it : items) note_child(v, it);
-    v->items = std::move(items);
+    v->items.assign(heap_, items);
     return v;
   }
-  Value* int_value(int64_t x) { Value* v = make(PKind::Int); v->i = x; return v; }
+  // Small ints, None and bools are immutable in practice: one node each per pickle.
+  Value* int_value(int64_t x) {
+    if (x >= 0 && x < 256) {
+      Value*& c = small_ints_[x];
+      if (!c) { c = make(PKind::Int); c->i = x; }
+      return c;
+    }
+    Value* v = make(PKind::Int);
+    v->i = x;
+    return v;
+  }
+  // `s` must stay valid as long as the heap: a view of the pickle bytes or of heap_.keep().
   Value* str_value(PKind k, std::string_view s) {
     if (s.size() > lim_.string_bytes)
       fail(fmt::format("length {} exceeds the limit of {} bytes", s.size(), lim_.string_bytes));
     Value* v = make(k);
-    v->s.assign(s);
+    v->s = s;
     return v;
   }
+  Value* owned_str(std::string s) { return str_value(PKind::Str, heap_.keep(std::move(s))); }
   std::string_view payload(uint64_t n) {
     if (n > lim_.string_bytes) fail(fmt::format("length {} exceeds the limit of {} bytes", n, lim_.string_bytes));
     if (n > c_.remaining()) fail(fmt::format("length {} exceeds {} remaining bytes", n, c_.remaining()));
@@ -223,18 +271,20 @@ class Machine {
     if (it == memo_map_.end()) fail(fmt::format("memo key {} was never stored", key));
     return it->second;
   }
-  Value* global(std::string module, std::string name, bool stack) {
+  // `module` and `name` must outlive the heap (pickle bytes or heap_.keep()).
+  Value* global(std::string_view module, std::string_view name, bool stack) {
     Value* g = make(PKind::Global);
-    g->s = std::string(python3_module(module));
-    g->name = std::move(name);
-    out_.globals.push_back(GlobalRef{g->s, g->name, op_at_, stack});
+    std::string_view m3 = python3_module(module);
+    g->s = m3;
+    heap_.ext(g)->name = name;
+    out_.globals.push_back(GlobalRef{std::string(m3), std::string(name), op_at_, stack});
     return g;
   }
   Value* object(ObjHow how, Value* callable, Value* args) {
     Value* o = make(PKind::Object);
     o->how = how;
-    o->callable = callable;
-    o->args = args;
+    heap_.ext(o)->callable = callable;
+    o->ext->args = args;
     note_child(o, callable);
     note_child(o, args);
     return o;
@@ -243,13 +293,13 @@ class Machine {
     if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
-    auto& dst = target->kind == PKind::Dict ? target->items : target->dict;
-    for (Value* v : kv) { note_child(target, v); dst.push_back(v); }
+    Kids& dst = target->kind == PKind::Dict ? target->items : heap_.ext(target)->dict;
+    for (Value* v : kv) { note_child(target, v); dst.push(heap_, v); }
   }
   void append_items(Value* target, const std::vector<Value*>& vs) {
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
       fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
-    for (Value* v : vs) { note_child(target, v); target->items.push_back(v); }
+    for (Value* v : vs) { note_child(target, v); target->items.push(heap_, v); }
   }
   static const char* kind_name(const Value* v) {
     switch (v->kind) {
@@ -271,6 +321,9 @@ class Machine {
   std::unordered_map<uint64_t, Value*> memo_map_;
   Unpickled out_;
   uint64_t op_at_ = 0;
+  Value* small_ints_[256] = {};
+  Value* none_ = nullptr;
+  Value* bools_[2] = {};
   const char* op_name_ = "";
   uint64_t frame_end_ = 0;
 };
@@ -317,8 +370,16 @@ Unpickled Machine::run() {
       case '0': pop(); break;
       case '1': pop_mark(); break;
       case '2': push(top()); break;
-      case 'N': push(make(PKind::None)); break;
-      case 0x88: case 0x89: { Value* v = make(PKind::Bool); v->b = op == 0x88; push(v); break; }
+      case 'N':
+        if (!none_) none_ = make(PKind::None);
+        push(none_);
+        break;
+      case 0x88: case 0x89: {
+        Value*& v = bools_[op == 0x88];
+        if (!v) { v = make(PKind::Bool); v->b = op == 0x88; }
+        push(v);
+        break;
+      }
       case 'I': {
         std::string_view t = text_line();
         if (t == "00" || t == "01") { Value* v = make(PKind::Bool); v->b = t == "01"; push(v); break; }
@@ -351,8 +412,8 @@ Unpickled Machine::run() {
         break;
       }
       case 'G': { Value* v = make(PKind::Float); v->f = c_.be<double>(); push(v); break; }
-      case 'S': { uint64_t at = c_.pos(); push(str_value(PKind::Str, unescape_string(text_line(), c_, at))); break; }
-      case 'V': push(str_value(PKind::Str, raw_unicode_escape(text_line()))); break;
+      case 'S': { uint64_t at = c_.pos(); push(owned_str(unescape_string(text_line(), c_, at))); break; }
+      case 'V': push(owned_str(raw_unicode_escape(text_line()))); break;
       case 'T': {
         int32_t n = c_.le<int32_t>();
         if (n < 0) fail("negative length");
@@ -408,9 +469,9 @@ Unpickled Machine::run() {
       case 'h': push(memo_get(c_.u8())); break;
       case 'j': push(memo_get(c_.le<uint32_t>())); break;
       case 'c': {
-        std::string module(text_line());
-        std::string name(text_line());
-        push(global(std::move(module), std::move(name), false));
+        std::string_view module = text_line();
+        std::string_view name = text_line();
+        push(global(module, name, false));
         break;
       }
       case 0x93: {
@@ -422,7 +483,7 @@ Unpickled Machine::run() {
       }
       case 0x82: case 0x83: case 0x84: {
         uint64_t code = op == 0x82 ? c_.u8() : op == 0x83 ? c_.le<uint16_t>() : c_.le<uint32_t>();
-        push(global("copyreg._extension_registry", std::to_string(code), false));
+        push(global("copyreg._extension_registry", heap_.keep(std::to_string(code)), false));
         break;
       }
       case 'R': {
@@ -442,7 +503,7 @@ Unpickled Machine::run() {
         Value* args = pop();
         Value* cls = pop();
         Value* o = object(ObjHow::NewObjEx, cls, args);
-        o->kwargs = kwargs;
+        o->ext->kwargs = kwargs;
         note_child(o, kwargs);
         push(o);
         break;
@@ -455,9 +516,9 @@ Unpickled Machine::run() {
         break;
       }
       case 'i': {
-        std::string module(text_line());
-        std::string name(text_line());
-        Value* cls = global(std::move(module), std::move(name), false);
+        std::string_view module = text_line();
+        std::string_view name = text_line();
+        Value* cls = global(module, name, false);
         auto vs = pop_mark();
         push(object(ObjHow::Inst, cls, container(PKind::Tuple, std::move(vs))));
         break;
@@ -472,14 +533,14 @@ Unpickled Machine::run() {
       case 'P': {
         Value* pid = str_value(PKind::Str, text_line());
         Value* v = make(PKind::PersId);
-        v->args = pid;
+        heap_.ext(v)->args = pid;
         push(v);
         break;
       }
       case 'Q': {
         Value* pid = pop();
         Value* v = make(PKind::PersId);
-        v->args = pid;
+        heap_.ext(v)->args = pid;
         note_child(v, pid);
         push(v);
         break;
@@ -493,9 +554,9 @@ Unpickled Machine::run() {
 
 std::string bigint_decimal(const Value* v) {
   if (v->kind != PKind::BigInt) return {};
-  const std::string& b = v->s;
+  std::string_view b = v->s;
   if (!b.empty() && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))) {  // from text LONG / INT
-    std::string t = b;
+    std::string t(b);
     if (!t.empty() && t.back() == 'L') t.pop_back();
     return t;
   }
@@ -519,7 +580,7 @@ std::string bigint_decimal(const Value* v) {
 
 namespace {
 
-size_t utf8_code_points(const std::string& s) {
+size_t utf8_code_points(std::string_view s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
   return n;
@@ -546,11 +607,11 @@ struct PlainWalker {
   nlohmann::ordered_json convert(const Value* v, int depth) {
     using J = nlohmann::ordered_json;
     auto key_text = [&](const Value* k) {
-      if (k->is_str()) return k->s;
+      if (k->is_str()) return std::string(k->s);
       if (k->is_int()) return std::to_string(k->i);
       return (*this)(k, depth + 1).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     };
-    auto object_of = [&](const std::vector<Value*>& pairs) {
+    auto object_of = [&](const Kids& pairs) {
       J o = J::object();
       for (size_t k = 0; k + 1 < pairs.size(); k += 2) o[key_text(pairs[k])] = (*this)(pairs[k + 1], depth + 1);
       return o;
@@ -561,7 +622,7 @@ struct PlainWalker {
       case PKind::Int: return v->i;
       case PKind::BigInt: return bigint_decimal(v);
       case PKind::Float: return v->f;
-      case PKind::Str: return v->s;
+      case PKind::Str: return std::string(v->s);
       case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
       case PKind::Global: return J{{"__global__", v->qualified()}};
       case PKind::PersId: return J("<persistent id>");
@@ -574,8 +635,9 @@ struct PlainWalker {
       case PKind::Object: break;
     }
     std::string q = v->qualified();
-    const Value* a0 = v->args && v->args->kind == PKind::Tuple && !v->args->items.empty() ? v->args->items[0] : nullptr;
-    if (q == "collections.OrderedDict" || q == "builtins.dict") return object_of(v->dict);
+    const Value* a = v->args();
+    const Value* a0 = a && a->kind == PKind::Tuple && !a->items.empty() ? a->items[0] : nullptr;
+    if (q == "collections.OrderedDict" || q == "builtins.dict") return object_of(v->pairs());
     if ((q == "builtins.set" || q == "builtins.frozenset" || q == "builtins.list" || q == "builtins.tuple")) {
       if (!a0) return J::array();
       return (*this)(a0, depth + 1);
@@ -588,7 +650,7 @@ struct PlainWalker {
     o["__class__"] = q.empty() ? "?" : q;
     if (v->state && v->state->kind == PKind::Dict) {
       for (size_t k = 0; k + 1 < v->state->items.size(); k += 2)
-        if (v->state->items[k]->is_str()) o[v->state->items[k]->s] = (*this)(v->state->items[k + 1], depth + 1);
+        if (v->state->items[k]->is_str()) o[std::string(v->state->items[k]->s)] = (*this)(v->state->items[k + 1], depth + 1);
     }
     return o;
   }

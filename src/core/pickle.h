@@ -31,34 +31,67 @@ enum class PKind : uint8_t {
 // How an Object came to be (for messages and for the security scan).
 enum class ObjHow : uint8_t { Reduce, NewObj, NewObjEx, Obj, Inst };
 
+class Heap;
+struct Value;
+
+// A growable array of children living in a Heap (trivially destructible, so freeing a Heap of millions
+// of values is freeing a few blocks).
+class Kids {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  Value* operator[](size_t k) const { return p_[k]; }
+  Value* const* begin() const { return p_; }
+  Value* const* end() const { return p_ + n_; }
+  Value* front() const { return p_[0]; }
+  void push(Heap& h, Value* v);
+  void assign(Heap& h, const std::vector<Value*>& vs);
+
+ private:
+  Value** p_ = nullptr;
+  uint32_t n_ = 0;
+  uint32_t cap_ = 0;
+};
+
+// Fields only objects, globals and persistent ids have.
+struct ObjExt {
+  Value* callable = nullptr;  // Object: the Global (or other value) that would have been called
+  Value* args = nullptr;      // Object: the argument tuple; PersId: the persistent id
+  Value* kwargs = nullptr;    // Object from NEWOBJ_EX
+  std::string_view name;      // Global: the name inside the module
+  Kids dict;                  // Object: SETITEM(S) pairs (OrderedDict and friends)
+};
+
 struct Value {
   PKind kind = PKind::None;
   ObjHow how = ObjHow::Reduce;
   bool b = false;
-  int64_t i = 0;
-  double f = 0.0;
   uint32_t depth = 1;       // nesting depth when built (containers: 1 + deepest child)
   uint64_t offset = 0;      // pickle offset of the opcode that made it
-  std::string s;            // Str / Bytes payload; Global: module; BigInt: decimal or 2's-complement LE bytes
-  std::string name;         // Global: qualified name
-  std::vector<Value*> items;  // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
-  std::vector<Value*> dict;   // Object: SETITEM(S) pairs (OrderedDict and friends)
-  Value* callable = nullptr;  // Object: the Global (or other value) that would have been called
-  Value* args = nullptr;      // Object: the argument tuple; PersId: the persistent id
-  Value* kwargs = nullptr;    // Object from NEWOBJ_EX
-  Value* state = nullptr;     // BUILD argument (any kind may receive one)
+  union {
+    int64_t i = 0;
+    double f;
+  };
+  std::string_view s;       // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
+  Kids items;               // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
+  ObjExt* ext = nullptr;    // Object / Global / PersId
+  Value* state = nullptr;   // BUILD argument (any kind may receive one)
 
+  Value* callable() const { return ext ? ext->callable : nullptr; }
+  Value* args() const { return ext ? ext->args : nullptr; }
+  Value* kwargs() const { return ext ? ext->kwargs : nullptr; }
+  std::string_view name() const { return ext ? ext->name : std::string_view(); }
   bool is(PKind k) const { return kind == k; }
   bool is_str() const { return kind == PKind::Str; }
   bool is_int() const { return kind == PKind::Int; }
-  bool is_global(std::string_view module, std::string_view nm) const {
-    return kind == PKind::Global && s == module && name == nm;
-  }
   // "module.name" of a Global, or of an Object's callable when that is a Global; "" otherwise.
   std::string qualified() const;
   // Dict-like lookup by string key over a Dict's pairs or an Object's SETITEMs (last one wins).
   Value* get(std::string_view key) const;
-  const std::vector<Value*>& pairs() const { return kind == PKind::Dict ? items : dict; }
+  const Kids& pairs() const {
+    static const Kids none;
+    return kind == PKind::Dict ? items : ext ? ext->dict : none;
+  }
 };
 
 // A global reference seen while unpickling, with where it was seen (for the security rules).
@@ -69,20 +102,38 @@ struct GlobalRef {
   bool stack_global;
 };
 
-// Owns all values of one or more pickles.
+// Owns all values of one or more pickles: a bump allocator of trivially destructible nodes, plus the
+// few strings that had to be decoded (protocol-0 escapes); other strings view the pickle bytes, which
+// the caller keeps alive.
 class Heap {
  public:
+  Heap() = default;
+  Heap(const Heap&) = delete;
+  Heap& operator=(const Heap&) = delete;
   Value* make(PKind k, uint64_t offset) {
-    nodes_.emplace_back();
-    Value* v = &nodes_.back();
+    Value* v = new (alloc(sizeof(Value), alignof(Value))) Value();
     v->kind = k;
     v->offset = offset;
+    ++count_;
     return v;
   }
-  size_t size() const { return nodes_.size(); }
+  ObjExt* ext(Value* v) {
+    if (!v->ext) v->ext = new (alloc(sizeof(ObjExt), alignof(ObjExt))) ObjExt();
+    return v->ext;
+  }
+  void* alloc(size_t bytes, size_t align);
+  std::string_view keep(std::string s) {
+    owned_.push_back(std::move(s));
+    return owned_.back();
+  }
+  size_t size() const { return count_; }
 
  private:
-  std::deque<Value> nodes_;
+  std::vector<std::unique_ptr<unsigned char[]>> blocks_;
+  unsigned char* cur_ = nullptr;
+  size_t left_ = 0;
+  size_t count_ = 0;
+  std::deque<std::string> owned_;
 };
 
 struct Unpickled {

@@ -148,7 +148,7 @@ void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpick
   for (size_t k = 0; k < ck.storages.size(); ++k) by_key.emplace(ck.storages[k].key, k);
   uint64_t pos = keys.end;
   for (const Value* kv : keys.root->items) {
-    std::string key = kv->is_str() ? kv->s : kv->is_int() ? std::to_string(kv->i) : "";
+    std::string key = kv->is_str() ? std::string(kv->s) : kv->is_int() ? std::to_string(kv->i) : "";
     auto it = by_key.find(key);
     if (it == by_key.end()) file.fail(pos, fmt::format("storage key '{}' is not used by any tensor", key));
     Storage& s = ck.storages[it->second];

@@ -39,13 +39,13 @@ void TorchInterpreter::budget() {
 namespace {
 
 const Value* arg(const Value* call, size_t k, const TorchInterpreter* /*unused*/ = nullptr) {
-  const Value* a = call->args;
+  const Value* a = call->args();
   if (!a || (a->kind != PKind::Tuple && a->kind != PKind::List) || k >= a->items.size()) return nullptr;
   return a->items[k];
 }
 
 size_t nargs(const Value* call) {
-  const Value* a = call->args;
+  const Value* a = call->args();
   return a && (a->kind == PKind::Tuple || a->kind == PKind::List) ? a->items.size() : 0;
 }
 
@@ -59,9 +59,9 @@ TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const
   StorageId id;
   const Value* cls = it[1];
   if (cls->kind != PKind::Global) fail(at, "storage type in persistent id is not a global");
-  if (cls->name == "UntypedStorage") id.dtype = dtype_uint8();
-  else id.dtype = dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + cls->name : cls->name);
-  if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name));
+  if (cls->name() == "UntypedStorage") id.dtype = dtype_uint8();
+  else id.dtype = dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + std::string(cls->name()) : std::string(cls->name()));
+  if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name()));
   if (it[2]->is_str()) id.key = it[2]->s;
   else if (it[2]->is_int()) id.key = std::to_string(it[2]->i);
   else fail(at, "storage key is neither a string nor an int");
@@ -75,11 +75,11 @@ TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const
 
 bool TorchInterpreter::is_tensor(const Value* v) const {
   if (!v || v->kind != PKind::Object) return false;
-  const Value* c = v->callable;
+  const Value* c = v->callable();
   if (!c || c->kind != PKind::Global) return false;
-  if (c->s == "torch._utils") return c->name.rfind("_rebuild_", 0) == 0 && c->name != "_rebuild_qtensor_params";
-  if (c->s == "torch._tensor") return c->name == "_rebuild_from_type_v2" || c->name == "_rebuild_from_type";
-  if (c->s == "torch.nn.parameter") return c->name == "UninitializedParameter" || c->name == "UninitializedBuffer";
+  if (c->s == "torch._utils") return c->name().rfind("_rebuild_", 0) == 0 && c->name() != "_rebuild_qtensor_params";
+  if (c->s == "torch._tensor") return c->name() == "_rebuild_from_type_v2" || c->name() == "_rebuild_from_type";
+  if (c->s == "torch.nn.parameter") return c->name() == "UninitializedParameter" || c->name() == "UninitializedBuffer";
   return false;
 }
 
@@ -94,9 +94,9 @@ struct Ints {
 Ints int_list(const Value* x) {
   Ints r;
   if (!x) return r;
-  if (x->kind == PKind::Object && x->qualified() == "torch.Size" && x->args && x->args->kind == PKind::Tuple &&
-      x->args->items.size() == 1)
-    x = x->args->items[0];
+  if (x->kind == PKind::Object && x->qualified() == "torch.Size" && x->args() && x->args()->kind == PKind::Tuple &&
+      x->args()->items.size() == 1)
+    x = x->args()->items[0];
   if (x->kind != PKind::Tuple && x->kind != PKind::List) return r;
   for (const Value* e : x->items) {
     if (!e->is_int()) return r;
@@ -120,8 +120,8 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   Tensor t;
   t.name = name;
   t.identity = v;
-  const Value* c = v->callable;
-  const std::string& fn = c->name;
+  const Value* c = v->callable();
+  const std::string fn(c->name());
 
   auto need = [&](size_t n) {
     if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->s, fn, name, nargs(v), n));
@@ -149,7 +149,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   // Binds t to a storage and checks that every element lies inside it.
   auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
     if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
-    size_t idx = resolve_(pidv->args, v);
+    size_t idx = resolve_(pidv->args(), v);
     Storage& s = ck_.storages[idx];
     s.in_model |= in_model_;
     t.storage = s.key;
@@ -157,7 +157,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
     if (!offset || !offset->is_int() || offset->i < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
     t.offset = offset->i;
-    StorageId sid = storage_id(pidv->args, v);
+    StorageId sid = storage_id(pidv->args(), v);
     if (sid.view) {  // legacy storage view: (view_key, offset, size)
       if (sid.view->items.size() >= 2 && sid.view->items[1]->is_int() && sid.view->items[1]->i >= 0)
         t.offset += sid.view->items[1]->i;
@@ -182,8 +182,8 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.kind = fn == "UninitializedBuffer" ? TensorKind::Buffer : TensorKind::Parameter;
     t.kind_inferred = false;
     t.is_parameter_object = fn == "UninitializedParameter";
-    if (const Value* d = v->kwargs ? v->kwargs->get("dtype") : nullptr; d && d->kind == PKind::Global)
-      t.dtype = dtype_by_name(d->name);
+    if (const Value* d = v->kwargs() ? v->kwargs()->get("dtype") : nullptr; d && d->kind == PKind::Global)
+      t.dtype = dtype_by_name(d->name());
     t.device = "";
     return t;
   }
@@ -193,9 +193,11 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     const Value* type = arg(v, 1);
     const Value* args = arg(v, 2);
     Value call;  // a synthetic call of func(*args), never stored
+    ObjExt ext;
     call.kind = PKind::Object;
-    call.callable = const_cast<Value*>(func);
-    call.args = const_cast<Value*>(args);
+    call.ext = &ext;
+    ext.callable = const_cast<Value*>(func);
+    ext.args = const_cast<Value*>(args);
     call.offset = v->offset;
     if (!is_tensor(&call)) fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", name, func ? func->qualified() : "?"));
     t = tensor(&call, name);
@@ -233,7 +235,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   if (fn == "_rebuild_tensor_v3") {
     need(7);
     const Value* d = arg(v, 6);
-    const DType* dt = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    const DType* dt = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
     if (!dt) fail(v, fmt::format("'{}' has unknown dtype {}", name, d && d->kind == PKind::Global ? d->qualified() : "?"));
     shape_stride(arg(v, 2), arg(v, 3));
     with_storage(arg(v, 0), arg(v, 1), dt);
@@ -243,7 +245,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   if (fn == "_rebuild_meta_tensor_no_storage") {
     need(3);
     const Value* d = arg(v, 0);
-    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
     if (!t.dtype) fail(v, fmt::format("meta tensor '{}' has an unknown dtype", name));
     shape_stride(arg(v, 1), arg(v, 2));
     t.requires_grad = truthy(arg(v, 3));
@@ -259,7 +261,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.layout = "quantized";
     const Value* qp = arg(v, 4);
     if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
-      t.qscheme = qp->items[0]->name;
+      t.qscheme = qp->items[0]->name();
     // Per-channel scales and zero points are tensors with storages of their own.
     if (qp && qp->kind == PKind::Tuple)
       for (const Value* q : qp->items)
@@ -275,7 +277,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
       fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
     // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
     t.layout = "sparse";
-    if (layout && layout->kind == PKind::Global) t.layout = layout->name;
+    if (layout && layout->kind == PKind::Global) t.layout = layout->name();
     if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
       std::string_view l = arg(layout, 0)->s;
       if (l.substr(0, 6) == "torch.") l.remove_prefix(6);
@@ -324,7 +326,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   if (fn == "_rebuild_wrapper_subclass") {
     need(8);
     const Value* d = arg(v, 1);
-    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name) : nullptr;
+    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
     if (!t.dtype) fail(v, fmt::format("'{}' has an unknown dtype", name));
     shape_stride(arg(v, 2), arg(v, 3));
     t.subclass = arg(v, 0) ? arg(v, 0)->qualified() : "";
@@ -333,7 +335,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     return t;
   }
   // Anything else in the family (numpy-backed device tensors, ...) is kept as a named entry.
-  t.subclass = c->s + "." + fn;
+  t.subclass = c->qualified();
   t.layout = "opaque";
   t.device = "";
   return t;
@@ -349,12 +351,12 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
   budget();
   Module m;
   m.name = path;
-  const Value* cls = v->callable;
+  const Value* cls = v->callable();
   // protocol 0/1: copyreg._reconstructor(cls, object, None)
   if (cls && cls->qualified() == "copyreg._reconstructor" && nargs(v) >= 1) cls = arg(v, 0);
   if (cls && cls->kind == PKind::Global) {
-    m.type = cls->name;
-    m.qualified_type = cls->s + "." + cls->name;
+    m.type = cls->name();
+    m.qualified_type = cls->qualified();
   }
   const Value* st = v->state;
   if (const Value* tr = st->get("training"); tr && tr->kind == PKind::Bool) m.training = tr->b;
@@ -366,7 +368,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
       if (!p[k]->is_str() || p[k + 1]->kind == PKind::None) continue;
       if (!is_tensor(p[k + 1])) continue;
-      Tensor t = tensor(p[k + 1], join_path(path, p[k]->s));
+      Tensor t = tensor(p[k + 1], join_path(path, std::string(p[k]->s)));
       t.kind = kind;
       t.kind_inferred = false;
       ck_.tensors.push_back(std::move(t));
@@ -377,7 +379,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
   const auto& sub = st->get("_modules")->pairs();
   for (size_t k = 0; k + 1 < sub.size(); k += 2) {
     if (!sub[k]->is_str() || !is_module(sub[k + 1])) continue;
-    walk_module(sub[k + 1], join_path(path, sub[k]->s), depth + 1);
+    walk_module(sub[k + 1], join_path(path, std::string(sub[k]->s)), depth + 1);
   }
 }
 
@@ -393,10 +395,10 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
     walk_module(v, path, depth);
     return;
   }
-  if (v->kind == PKind::Dict || (v->kind == PKind::Object && !v->dict.empty())) {
+  if (v->kind == PKind::Dict || (v->kind == PKind::Object && !v->pairs().empty())) {
     const auto& p = v->pairs();
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
-      std::string key = p[k]->is_str() ? p[k]->s : p[k]->is_int() ? std::to_string(p[k]->i) : std::string();
+      std::string key = p[k]->is_str() ? std::string(p[k]->s) : p[k]->is_int() ? std::to_string(p[k]->i) : std::string();
       if (key.empty() && !p[k]->is_str()) continue;
       collect(p[k + 1], join_path(path, key), depth + 1);
     }
@@ -427,7 +429,7 @@ const Value* key_of(const Value* dict, std::string_view k) {
   return dict && (dict->kind == PKind::Dict || dict->kind == PKind::Object) ? dict->get(k) : nullptr;
 }
 bool dict_like(const Value* v) {
-  return v && (v->kind == PKind::Dict || (v->kind == PKind::Object && (!v->dict.empty() || v->qualified() == "collections.OrderedDict")));
+  return v && (v->kind == PKind::Dict || (v->kind == PKind::Object && (!v->pairs().empty() || v->qualified() == "collections.OrderedDict")));
 }
 }  // namespace
 
@@ -458,7 +460,7 @@ void TorchInterpreter::lightning(const Value* root) {
   };
   for (size_t k = 0; k + 1 < p.size(); k += 2) {
     if (!p[k]->is_str()) continue;
-    const std::string& key = p[k]->s;
+    const std::string key(p[k]->s);
     const Value* val = p[k + 1];
     if (key == ck_.model_key) continue;
     if (key == "callbacks" && dict_like(val)) {
