@@ -15,7 +15,7 @@ namespace {
 json summary_of(const test::Fixture& f) {
   Checkpoint ck = read_checkpoint(f.file.string());
   Summary s = summarize(ck);
-  return json::parse(json_text(summary_json(s)));
+  return json::parse(summary_json_text(s));
 }
 
 const json* find_named(const json& arr, const std::string& name) {

@@ -323,6 +323,7 @@ class Machine {
   uint64_t op_at_ = 0;
   Value* small_ints_[256] = {};
   Value* none_ = nullptr;
+  Value* empty_tuple_ = nullptr;
   Value* bools_[2] = {};
   const char* op_name_ = "";
   uint64_t frame_end_ = 0;
@@ -429,7 +430,10 @@ Unpickled Machine::run() {
       case 0x8e: case 0x96: push(str_value(PKind::Bytes, payload(c_.le<uint64_t>()))); break;
       case 0x97: fail("out-of-band buffers are not supported");
       case 0x98: top(); break;  // READONLY_BUFFER: no-op on an inert value
-      case ')': push(make(PKind::Tuple)); break;
+      case ')':  // immutable: one node per pickle
+        if (!empty_tuple_) empty_tuple_ = make(PKind::Tuple);
+        push(empty_tuple_);
+        break;
       case ']': push(make(PKind::List)); break;
       case '}': push(make(PKind::Dict)); break;
       case 0x8f: push(make(PKind::Set)); break;
@@ -526,7 +530,7 @@ Unpickled Machine::run() {
       case 'b': {
         Value* state = pop();
         Value* target = top();
-        target->state = state;
+        heap_.ext(target)->state = state;
         note_child(target, state);
         break;
       }
@@ -648,9 +652,9 @@ struct PlainWalker {
     if (q == "copyreg._reconstructor" && a0) q = a0->qualified();
     J o = J::object();
     o["__class__"] = q.empty() ? "?" : q;
-    if (v->state && v->state->kind == PKind::Dict) {
-      for (size_t k = 0; k + 1 < v->state->items.size(); k += 2)
-        if (v->state->items[k]->is_str()) o[std::string(v->state->items[k]->s)] = (*this)(v->state->items[k + 1], depth + 1);
+    if (const Value* st = v->state(); st && st->kind == PKind::Dict) {
+      for (size_t k = 0; k + 1 < st->items.size(); k += 2)
+        if (st->items[k]->is_str()) o[std::string(st->items[k]->s)] = (*this)(st->items[k + 1], depth + 1);
     }
     return o;
   }
@@ -664,8 +668,6 @@ nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook, int max
 }
 
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) {
-  if (data.size() > limits.pickle_bytes && start == 0)
-    data.fail(0, fmt::format("pickle of {} bytes exceeds the limit of {}", data.size(), limits.pickle_bytes));
   Machine m(data, start, heap, limits);
   return m.run();
 }

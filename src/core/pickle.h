@@ -60,6 +60,7 @@ struct ObjExt {
   Value* kwargs = nullptr;    // Object from NEWOBJ_EX
   std::string_view name;      // Global: the name inside the module
   Kids dict;                  // Object: SETITEM(S) pairs (OrderedDict and friends)
+  Value* state = nullptr;     // BUILD argument (any kind may receive one)
 };
 
 struct Value {
@@ -74,13 +75,13 @@ struct Value {
   };
   std::string_view s;       // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
   Kids items;               // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
-  ObjExt* ext = nullptr;    // Object / Global / PersId
-  Value* state = nullptr;   // BUILD argument (any kind may receive one)
+  ObjExt* ext = nullptr;    // Object / Global / PersId, or any value that received BUILD
 
   Value* callable() const { return ext ? ext->callable : nullptr; }
   Value* args() const { return ext ? ext->args : nullptr; }
   Value* kwargs() const { return ext ? ext->kwargs : nullptr; }
   std::string_view name() const { return ext ? ext->name : std::string_view(); }
+  Value* state() const { return ext ? ext->state : nullptr; }
   bool is(PKind k) const { return kind == k; }
   bool is_str() const { return kind == PKind::Str; }
   bool is_int() const { return kind == PKind::Int; }

@@ -81,6 +81,8 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
     ck.records.emplace_back("byteorder", "little");  // absent means little (torch < 2.1)
 
   ByteView pkl = zip.stored(*pkl_entry);
+  if (pkl.size() > lim.pickle_bytes)
+    pkl.fail(0, fmt::format("data.pkl of {} bytes exceeds the limit of {}", pkl.size(), lim.pickle_bytes));
   ck.heap = std::make_shared<Heap>();
   Unpickled u = unpickle(pkl, 0, *ck.heap, lim);
   ck.pickle_protocol = u.protocol;

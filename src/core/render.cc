@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
+#include <functional>
 
 namespace ckpt {
 
@@ -223,7 +225,47 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   return out;
 }
 
-nlohmann::ordered_json summary_json(const Summary& s) {
+namespace {
+
+// Appends `v` as a JSON string. ASCII goes straight through; anything else takes nlohmann's path so that
+// invalid UTF-8 from a pickle becomes U+FFFD instead of broken JSON.
+void put_string(std::string& out, std::string_view v) {
+  bool simple = true;
+  for (unsigned char c : v) simple &= c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+  if (simple) {
+    out += '"';
+    out.append(v);
+    out += '"';
+  } else {
+    out += json_text(nlohmann::ordered_json(std::string(v)), -1);
+  }
+}
+
+void put_ints(std::string& out, const std::vector<int64_t>& v) {
+  out += '[';
+  for (size_t k = 0; k < v.size(); ++k) fmt::format_to(std::back_inserter(out), k ? ", {}" : "{}", v[k]);
+  out += ']';
+}
+
+using Flush = std::function<void(std::string&)>;
+
+// Writes one array member per line: `"name": [\n    {...},\n    {...}\n  ]`, handing full buffers to
+// `flush` (when set) so that output memory stays bounded whatever the entry count.
+template <typename Items, typename Each>
+void put_array(std::string& out, const Flush& flush, const char* name, const Items& items, Each&& each) {
+  fmt::format_to(std::back_inserter(out), ",\n  \"{}\": [", name);
+  bool first = true;
+  for (const auto& it : items) {
+    out += first ? "\n    {" : ",\n    {";
+    first = false;
+    each(it);
+    out += '}';
+    if (flush && out.size() > (1u << 20)) flush(out);
+  }
+  out += first ? "]" : "\n  ]";
+}
+
+void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   using J = nlohmann::ordered_json;
   const Checkpoint& ck = *s.ck;
   const Totals& T = s.totals;
@@ -256,51 +298,92 @@ nlohmann::ordered_json summary_json(const Summary& s) {
                   {"uninitialized", T.uninitialized},
                   {"meta", T.meta},
                   {"storages", ck.storages.size()}};
-  J mods = J::array();
-  for (const ModuleRow& r : s.modules) {
-    J m{{"name", r.name},
-        {"type", r.type.empty() ? J(nullptr) : J(r.type)},
-        {"qualified_type", r.qualified_type.empty() ? J(nullptr) : J(r.qualified_type)},
-        {"depth", r.depth},
-        {"parameters", r.parameters},
-        {"trainable", r.trainable},
-        {"buffers", r.buffers},
-        {"bytes", r.bytes},
-        {"tensors", r.tensors},
-        {"uninitialized", r.uninitialized},
-        {"dtypes", r.dtypes}};
-    m["mode"] = !r.training ? J(nullptr) : J(*r.training ? "train" : "eval");
-    mods.push_back(std::move(m));
-  }
-  j["modules"] = std::move(mods);
-  J ts = J::array();
-  for (const Tensor& t : ck.tensors) {
+  // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
+  out += json_text(j);
+  out.resize(out.rfind('}'));
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  auto out_it = std::back_inserter(out);
+  auto opt_string = [&](std::string_view v) {
+    if (v.empty()) out += "null";
+    else put_string(out, v);
+  };
+
+  put_array(out, flush, "modules", s.modules, [&](const ModuleRow& r) {
+    out += "\"name\": ";
+    put_string(out, r.name);
+    out += ", \"type\": ";
+    opt_string(r.type);
+    out += ", \"qualified_type\": ";
+    opt_string(r.qualified_type);
+    fmt::format_to(out_it, ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
+                   "\"tensors\": {}, \"uninitialized\": {}, \"dtypes\": [",
+                   r.depth, r.parameters, r.trainable, r.buffers, r.bytes, r.tensors, r.uninitialized);
+    for (size_t k = 0; k < r.dtypes.size(); ++k) {
+      if (k) out += ", ";
+      put_string(out, r.dtypes[k]);
+    }
+    fmt::format_to(out_it, "], \"mode\": {}", !r.training ? "null" : *r.training ? "\"train\"" : "\"eval\"");
+  });
+
+  put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {
     const bool lazy = t.state == TensorState::Uninitialized;
-    J e;
-    e["name"] = t.name;
-    e["dtype"] = t.dtype ? J(std::string(t.dtype->name)) : J(nullptr);
-    e["shape"] = lazy ? J(nullptr) : J(t.shape);
-    e["stride"] = lazy || (t.layout != "strided" && t.layout != "quantized") ? J(nullptr) : J(t.stride);
-    e["numel"] = lazy ? J(nullptr) : J(t.numel);
-    e["bytes"] = lazy ? J(nullptr) : J(t.bytes);
-    e["kind"] = to_string(t.kind);
-    e["kind_inferred"] = t.kind_inferred;
-    e["state"] = to_string(t.state);
-    e["requires_grad"] = t.requires_grad;
-    e["device"] = t.device.empty() ? J(nullptr) : J(t.device);
-    e["storage"] = t.storage.empty() ? J(nullptr) : J(t.storage);
-    e["offset"] = lazy || (t.layout != "strided" && t.layout != "quantized") ? J(nullptr) : J(t.offset);
-    e["layout"] = t.layout;
-    if (!t.qscheme.empty()) e["qscheme"] = t.qscheme;
-    if (!t.subclass.empty()) e["subclass"] = t.subclass;
-    ts.push_back(std::move(e));
-  }
-  j["tensors"] = std::move(ts);
-  J ws = J::array();
-  for (const Finding& f : s.findings)
-    ws.push_back(J{{"id", f.id}, {"severity", to_string(f.severity)}, {"message", f.message}, {"fix", f.fix}, {"where", f.where}});
-  j["warnings"] = std::move(ws);
-  return j;
+    const bool strided = t.layout == "strided" || t.layout == "quantized";
+    out += "\"name\": ";
+    put_string(out, t.name);
+    out += ", \"dtype\": ";
+    opt_string(t.dtype ? t.dtype->name : std::string_view());
+    out += ", \"shape\": ";
+    if (lazy) out += "null"; else put_ints(out, t.shape);
+    out += ", \"stride\": ";
+    if (lazy || !strided) out += "null"; else put_ints(out, t.stride);
+    if (lazy) out += ", \"numel\": null, \"bytes\": null";
+    else fmt::format_to(out_it, ", \"numel\": {}, \"bytes\": {}", t.numel, t.bytes);
+    fmt::format_to(out_it, ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"device\": ",
+                   to_string(t.kind), t.kind_inferred, to_string(t.state), t.requires_grad);
+    opt_string(t.device);
+    out += ", \"storage\": ";
+    opt_string(t.storage);
+    if (lazy || !strided) out += ", \"offset\": null";
+    else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
+    out += ", \"layout\": ";
+    put_string(out, t.layout);
+    if (!t.qscheme.empty()) { out += ", \"qscheme\": "; put_string(out, t.qscheme); }
+    if (!t.subclass.empty()) { out += ", \"subclass\": "; put_string(out, t.subclass); }
+  });
+
+  put_array(out, flush, "warnings", s.findings, [&](const Finding& f) {
+    out += "\"id\": ";
+    put_string(out, f.id);
+    fmt::format_to(out_it, ", \"severity\": \"{}\", \"message\": ", to_string(f.severity));
+    put_string(out, f.message);
+    out += ", \"fix\": ";
+    put_string(out, f.fix);
+    out += ", \"where\": [";
+    for (size_t k = 0; k < f.where.size(); ++k) {
+      if (k) out += ", ";
+      put_string(out, f.where[k]);
+    }
+    out += ']';
+  });
+  out += "\n}\n";
+}
+
+}  // namespace
+
+std::string summary_json_text(const Summary& s) {
+  std::string out;
+  summary_json(s, out, nullptr);
+  return out;
+}
+
+void write_summary_json(const Summary& s, std::FILE* f) {
+  std::string out;
+  Flush flush = [f](std::string& buf) {
+    std::fwrite(buf.data(), 1, buf.size(), f);
+    buf.clear();
+  };
+  summary_json(s, out, flush);
+  flush(out);
 }
 
 }  // namespace ckpt

@@ -1,6 +1,7 @@
 // Renderers: data in, text out. Nothing here reads files or decides what counts.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +19,10 @@ constexpr const char* kSummarySchema = "ckpt.summary/1";
 
 std::string render_summary_text(const Summary& s, const RenderOptions& o);
 std::string render_summary_markdown(const Summary& s, const RenderOptions& o);
-nlohmann::ordered_json summary_json(const Summary& s);
+// The ckpt.summary/1 document, newline-terminated. Per-entry arrays are streamed, one entry a line.
+std::string summary_json_text(const Summary& s);
+// The same, written to `f` in bounded chunks.
+void write_summary_json(const Summary& s, std::FILE* f);
 
 // JSON text; strings from pickles need not be valid UTF-8, so bad bytes become U+FFFD.
 std::string json_text(const nlohmann::ordered_json& j, int indent = 2);

@@ -11,33 +11,27 @@
 namespace ckpt {
 namespace {
 
-// Two entries are the same tensor when they view the same bytes the same way.
-struct ViewKey {
-  std::string storage;
-  int64_t offset;
-  std::vector<int64_t> shape, stride;
-  const DType* dtype;
-  const Value* identity;  // for entries without storage
-  bool operator==(const ViewKey& o) const {
-    return storage == o.storage && offset == o.offset && shape == o.shape && stride == o.stride && dtype == o.dtype &&
-           identity == o.identity;
-  }
-};
-struct ViewKeyHash {
-  size_t operator()(const ViewKey& k) const {
-    size_t h = std::hash<std::string>()(k.storage) ^ (std::hash<int64_t>()(k.offset) * 31) ^
-               std::hash<const void*>()(k.identity) ^ std::hash<const void*>()(k.dtype);
-    for (int64_t s : k.shape) h = h * 1000003u ^ std::hash<int64_t>()(s);
-    for (int64_t s : k.stride) h = h * 998244353u ^ std::hash<int64_t>()(s);
+// Two entries are the same tensor when they view the same bytes the same way (entries without a
+// storage: when they are the same pickled object). Hashes and compares entries in place, by index.
+struct SameView {
+  const std::vector<Tensor>* ts;
+  static bool by_storage(const Tensor& t) { return !t.storage.empty() && t.layout == "strided"; }
+  size_t operator()(size_t k) const {
+    const Tensor& t = (*ts)[k];
+    if (!by_storage(t)) return std::hash<const void*>()(t.identity);
+    size_t h = std::hash<std::string>()(t.storage) ^ (std::hash<int64_t>()(t.offset) * 31) ^ std::hash<const void*>()(t.dtype);
+    for (int64_t x : t.shape) h = h * 1000003u ^ std::hash<int64_t>()(x);
+    for (int64_t x : t.stride) h = h * 998244353u ^ std::hash<int64_t>()(x);
     return h;
   }
+  bool operator()(size_t a, size_t b) const {
+    const Tensor& x = (*ts)[a];
+    const Tensor& y = (*ts)[b];
+    if (by_storage(x) != by_storage(y)) return false;
+    if (!by_storage(x)) return x.identity == y.identity;
+    return x.storage == y.storage && x.offset == y.offset && x.dtype == y.dtype && x.shape == y.shape && x.stride == y.stride;
+  }
 };
-
-ViewKey view_key(const Tensor& t) {
-  if (!t.storage.empty() && t.layout == "strided")
-    return ViewKey{t.storage, t.offset, t.shape, t.stride, t.dtype, nullptr};
-  return ViewKey{"", 0, {}, {}, nullptr, t.identity};
-}
 
 std::string list_names(const std::vector<std::string>& names, size_t most = 8) {
   std::string out;
@@ -53,12 +47,16 @@ Summary summarize(const Checkpoint& ck) {
   s.ck = &ck;
   Totals& T = s.totals;
 
-  // Unique tensor ids.
-  std::unordered_map<ViewKey, size_t, ViewKeyHash> ids;
+  // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.
+  const SameView same{&ck.tensors};
+  std::unordered_map<size_t, size_t, SameView, SameView> first(ck.tensors.size() * 2, same, same);
   std::vector<size_t> id_of(ck.tensors.size());
-  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = ids.emplace(view_key(ck.tensors[k]), ids.size()).first->second;
+  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = first.emplace(k, k).first->second;
 
-  std::vector<bool> seen(ids.size(), false);
+  std::vector<bool> seen(ck.tensors.size(), false);
+  std::vector<bool> repeated(ck.tensors.size(), false);
+  for (size_t k = 0; k < ck.tensors.size(); ++k)
+    if (id_of[k] != k) repeated[id_of[k]] = true;
   std::vector<std::string> lazy, meta;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
@@ -111,27 +109,36 @@ Summary summarize(const Checkpoint& ck) {
     r.qualified_type = m.qualified_type;
     r.training = m.training;
   }
-  std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added
+  std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
+  std::vector<size_t> rows;
+  std::string_view last_parent;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
     std::string_view name = t.name;
-    std::vector<size_t> rows{0};
-    if (ck.modules.empty()) {
+    const auto last_dot = name.rfind('.');
+    const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
+    if (k > 0 && parent == last_parent) {
+      // consecutive entries of one module share its chain of rows
+    } else if (ck.modules.empty()) {
+      rows.assign(1, 0);
       for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1))
         rows.push_back(add_row(std::string(name.substr(0, dot))));
     } else {
+      rows.assign(1, 0);
       for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
         auto it = row_of.find(std::string(name.substr(0, dot)));
         if (it != row_of.end()) rows.push_back(it->second);
       }
     }
+    last_parent = parent;
     for (size_t r : rows) {
       ModuleRow& row = s.modules[r];
       ++row.tensors;
       if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
         row.dtypes.emplace_back(t.dtype->name);
       if (t.state == TensorState::Uninitialized) { ++row.uninitialized; continue; }
-      if (!counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
+      // Only tensors saved under several names can be counted twice in one row.
+      if (repeated[id_of[k]] && !counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
       const uint64_t n = static_cast<uint64_t>(t.numel);
       row.bytes += t.bytes;
       if (t.kind == TensorKind::Buffer) row.buffers += n;

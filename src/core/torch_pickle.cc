@@ -157,10 +157,11 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
     if (!offset || !offset->is_int() || offset->i < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
     t.offset = offset->i;
-    StorageId sid = storage_id(pidv->args(), v);
-    if (sid.view) {  // legacy storage view: (view_key, offset, size)
-      if (sid.view->items.size() >= 2 && sid.view->items[1]->is_int() && sid.view->items[1]->i >= 0)
-        t.offset += sid.view->items[1]->i;
+    // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
+    if (const Value* pid = pidv->args(); pid && pid->kind == PKind::Tuple && pid->items.size() > 5) {
+      const Value* view = pid->items[5];
+      if (view->kind == PKind::Tuple && view->items.size() >= 2 && view->items[1]->is_int() && view->items[1]->i >= 0)
+        t.offset += view->items[1]->i;
     }
     bytes_of();
     if (t.numel > 0) {
@@ -342,8 +343,8 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
 }
 
 bool TorchInterpreter::is_module(const Value* v) const {
-  return v && v->kind == PKind::Object && v->state && v->state->kind == PKind::Dict && v->state->get("_parameters") &&
-         v->state->get("_modules");
+  return v && v->kind == PKind::Object && v->state() && v->state()->kind == PKind::Dict && v->state()->get("_parameters") &&
+         v->state()->get("_modules");
 }
 
 void TorchInterpreter::walk_module(const Value* v, const std::string& path, int depth) {
@@ -358,7 +359,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
     m.type = cls->name();
     m.qualified_type = cls->qualified();
   }
-  const Value* st = v->state;
+  const Value* st = v->state();
   if (const Value* tr = st->get("training"); tr && tr->kind == PKind::Bool) m.training = tr->b;
   ck_.modules.push_back(std::move(m));
   auto members = [&](const char* field, TensorKind kind) {
@@ -368,6 +369,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
       if (!p[k]->is_str() || p[k + 1]->kind == PKind::None) continue;
       if (!is_tensor(p[k + 1])) continue;
+      if (ck_.tensors.size() >= lim_.tensors) fail(p[k + 1], fmt::format("more than {} tensors", lim_.tensors));
       Tensor t = tensor(p[k + 1], join_path(path, std::string(p[k]->s)));
       t.kind = kind;
       t.kind_inferred = false;
