@@ -47,7 +47,7 @@ struct Storage {
   uint64_t numel = 0;                 // in elements of dtype (UntypedStorage: bytes)
   uint64_t nbytes = 0;
   std::string device;
-  std::string member;                 // zip entry holding the bytes ("" for legacy streams)
+  std::string_view member;            // zip entry holding the bytes, viewing the mapped file ("" for legacy streams)
   uint64_t file_offset = 0;           // legacy streams: where the bytes begin (0 = not located)
   bool present = false;               // the bytes are in the file
   bool in_model = false;              // referenced by the model (not only by optimizer state)

@@ -51,7 +51,7 @@ std::string trimmed(std::string_view s) {
 void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
   ZipReader zip(file, lim);
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
-  const std::string& first = zip.entries().front().name;
+  const std::string first(zip.entries().front().name);
   const auto slash = first.find('/');
   if (slash == std::string::npos) file.fail(zip.entries().front().central_offset, fmt::format("zip entry '{}' is not under a folder, so this is not a torch.save archive", first));
   ck.prefix = first.substr(0, slash);
@@ -90,13 +90,15 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
 
   StorageTable table(ck);
   TorchInterpreter* self = nullptr;
+  std::string member;
   TorchInterpreter interp(ck, pkl, lim, [&](const Value* pid, const Value* at) -> size_t {
     auto id = self->storage_id(pid, at);
     check_numel(id, pkl, at);
     return table.get(id, [&](Storage& s) {
-      s.member = pre + "data/" + s.key;
-      const ZipEntry* e = zip.find(s.member);
-      if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, s.member));
+      member.assign(pre).append("data/").append(s.key);
+      const ZipEntry* e = zip.find(member);
+      if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
+      s.member = e->name;
       if (e->uncompressed_size < s.nbytes)
         pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
       if (e->method != 0) pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));

@@ -87,7 +87,7 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
     c.le<uint16_t>();  // internal attributes
     c.le<uint32_t>();  // external attributes
     e.local_header_offset = c.le<uint32_t>();
-    e.name = std::string(c.take_str(name_len, "entry name"));
+    e.name = c.take_str(name_len, "entry name");
     Cursor extra(c.take(extra_len, "extra field"));
     c.take(comment_len, "entry comment");
 
@@ -144,7 +144,7 @@ uint64_t ZipReader::data_offset(const ZipEntry& e) const {
 ByteView ZipReader::stored(const ZipEntry& e) const {
   if (e.method != 0)
     file_.fail(e.local_header_offset, fmt::format("entry '{}' is deflated where stored data is required", e.name));
-  return file_.sub(data_offset(e), e.compressed_size).as_member(e.name);
+  return file_.sub(data_offset(e), e.compressed_size).as_member(std::string(e.name));
 }
 
 ByteView ZipReader::content(const ZipEntry& e, std::string* storage, uint64_t max_bytes) const {
@@ -166,7 +166,7 @@ ByteView ZipReader::content(const ZipEntry& e, std::string* storage, uint64_t ma
   if (rc != Z_STREAM_END || produced != e.uncompressed_size)
     in.fail(zs.total_in, fmt::format("deflated entry '{}' does not inflate to its declared {} bytes", e.name,
                                       e.uncompressed_size));
-  auto origin = std::make_shared<Origin>(Origin{file_.origin() ? file_.origin()->file : "", e.name});
+  auto origin = std::make_shared<Origin>(Origin{file_.origin() ? file_.origin()->file : "", std::string(e.name)});
   return ByteView(reinterpret_cast<const uint8_t*>(storage->data()), storage->size(), origin, 0);
 }
 

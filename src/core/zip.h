@@ -24,7 +24,7 @@
 namespace ckpt {
 
 struct ZipEntry {
-  std::string name;
+  std::string_view name;  // points into the mapped file's central directory
   uint16_t method = 0;  // 0 stored, 8 deflated
   uint16_t flags = 0;
   uint32_t crc32 = 0;
