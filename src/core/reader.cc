@@ -11,36 +11,6 @@
 namespace ckpt {
 namespace {
 
-// Registers storages by key; shared by the zip and legacy readers.
-class StorageTable {
- public:
-  explicit StorageTable(Checkpoint& ck) : ck_(ck) {}
-  // Returns the index of the storage, creating it on first sight. `locate` fills member / presence.
-  template <typename Locate>
-  size_t get(const TorchInterpreter::StorageId& id, Locate&& locate) {
-    auto it = index_.find(id.key);
-    if (it != index_.end()) return it->second;
-    Storage s;
-    s.key = id.key;
-    s.dtype = id.dtype;
-    s.numel = id.numel;
-    s.nbytes = id.numel * id.dtype->itemsize;  // numel < 2^63 / 16 is checked by the caller
-    s.device = id.location;
-    locate(s);
-    ck_.storages.push_back(std::move(s));
-    index_.emplace(id.key, ck_.storages.size() - 1);
-    return ck_.storages.size() - 1;
-  }
-
- private:
-  Checkpoint& ck_;
-  std::unordered_map<std::string, size_t> index_;
-};
-
-void check_numel(const TorchInterpreter::StorageId& id, const ByteView& pkl, const Value* at) {
-  if (id.numel > (1ull << 58)) pkl.fail(at ? at->offset : 0, fmt::format("storage '{}' declares {} elements", id.key, id.numel));
-}
-
 std::string trimmed(std::string_view s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\0')) s.remove_suffix(1);
   return std::string(s);
@@ -88,24 +58,19 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
 
-  StorageTable table(ck);
-  TorchInterpreter* self = nullptr;
   std::string member;
-  TorchInterpreter interp(ck, pkl, lim, [&](const Value* pid, const Value* at) -> size_t {
-    auto id = self->storage_id(pid, at);
-    check_numel(id, pkl, at);
-    return table.get(id, [&](Storage& s) {
-      member.assign(pre).append("data/").append(s.key);
-      const ZipEntry* e = zip.find(member);
-      if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
-      s.member = e->name;
-      if (e->uncompressed_size < s.nbytes)
-        pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
-      if (e->method != 0) pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
-      s.present = true;
-    });
+  TorchInterpreter interp(ck, pkl, lim, [&](Storage& s, const Value* at) {
+    member.assign(pre).append("data/").append(s.key);
+    const ZipEntry* e = zip.find(member);
+    if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
+    s.member = e->name;
+    if (e->uncompressed_size < s.nbytes)
+      pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member,
+                                       e->uncompressed_size));
+    if (e->method != 0)
+      pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
+    s.present = true;
   });
-  self = &interp;
   interp.interpret(u.root);
   if (ck.format == "torch-zip" && ck.content == "lightning") ck.format = "lightning";
 }
@@ -136,14 +101,8 @@ void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpick
   Unpickled keys = unpickle(file, obj.end, *ck.heap, lim);
   if (keys.root->kind != PKind::List) file.fail(obj.end, "legacy torch.save stream: storage key list is not a list");
 
-  StorageTable table(ck);
-  TorchInterpreter* self = nullptr;
-  TorchInterpreter interp(ck, file, lim, [&](const Value* pid, const Value* at) -> size_t {
-    auto id = self->storage_id(pid, at);
-    check_numel(id, file, at);
-    return table.get(id, [](Storage&) {});
-  });
-  self = &interp;
+  // Storages are placed after the object pickle is read (below).
+  TorchInterpreter interp(ck, file, lim, [](Storage&, const Value*) {});
   interp.interpret(obj.root);
 
   // Walk the raw storage records (8-byte count + bytes each) to place every storage and prove the
@@ -180,14 +139,7 @@ void read_pickle(Checkpoint& ck, const ByteView& file, const Limits& lim) {
   ck.format = "pickle";
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
-  StorageTable table(ck);
-  TorchInterpreter* self = nullptr;
-  TorchInterpreter interp(ck, file, lim, [&](const Value* pid, const Value* at) -> size_t {
-    auto id = self->storage_id(pid, at);
-    check_numel(id, file, at);
-    return table.get(id, [](Storage&) {});  // no storage bytes in a bare pickle
-  });
-  self = &interp;
+  TorchInterpreter interp(ck, file, lim, [](Storage&, const Value*) {});  // a bare pickle holds no storage bytes
   interp.interpret(u.root);
   if (ck.content == "lightning") ck.format = "lightning";
 }

@@ -24,8 +24,25 @@ bool buffer_name(std::string_view leaf) {
 
 }  // namespace
 
-TorchInterpreter::TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageResolver resolver)
-    : ck_(ck), pkl_(pkl), lim_(limits), resolve_(std::move(resolver)) {}
+TorchInterpreter::TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageLocator locate)
+    : ck_(ck), pkl_(pkl), lim_(limits), locate_(std::move(locate)) {}
+
+size_t TorchInterpreter::storage(const Value* pid, const Value* at) {
+  StorageId id = storage_id(pid, at);
+  auto it = storage_index_.find(id.key);
+  if (it != storage_index_.end()) return it->second;
+  if (id.numel > (1ull << 58)) fail(at, fmt::format("storage '{}' declares {} elements", id.key, id.numel));
+  Storage s;
+  s.key = id.key;
+  s.dtype = id.dtype;
+  s.numel = id.numel;
+  s.nbytes = id.numel * id.dtype->itemsize;  // < 2^58 * 16
+  s.device = id.location;
+  locate_(s, at);
+  ck_.storages.push_back(std::move(s));
+  storage_index_.emplace(std::move(id.key), ck_.storages.size() - 1);
+  return ck_.storages.size() - 1;
+}
 
 void TorchInterpreter::fail(const Value* at, const std::string& msg) const {
   pkl_.fail(at ? at->offset : 0, msg);
@@ -149,7 +166,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   // Binds t to a storage and checks that every element lies inside it.
   auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
     if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
-    size_t idx = resolve_(pidv->args(), v);
+    size_t idx = storage(pidv->args(), v);
     Storage& s = ck_.storages[idx];
     s.in_model |= in_model_;
     t.storage = s.key;

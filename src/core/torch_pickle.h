@@ -5,19 +5,20 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
 
 #include "core/checkpoint.h"
 
 namespace ckpt {
 
-// Turns a persistent id into an index into ck.storages (registering it on first sight). Each container
-// format knows where its storages live.
-using StorageResolver = std::function<size_t(const Value* pid, const Value* at)>;
+// Called once per storage key, on first sight, to say where its bytes live (each container format
+// knows); it fills `member` / `present` / `file_offset` or throws. `at` is the tensor that named it.
+using StorageLocator = std::function<void(Storage& s, const Value* at)>;
 
 class TorchInterpreter {
  public:
   // `pkl` is the view the pickle was read from; errors about a value name its opcode offset in it.
-  TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageResolver resolver);
+  TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageLocator locate);
 
   // Fills ck.tensors / ck.modules / ck.metadata / ck.content / ck.model_key from the unpickled root.
   void interpret(const Value* root);
@@ -33,6 +34,7 @@ class TorchInterpreter {
   StorageId storage_id(const Value* pid, const Value* at) const;
 
  private:
+  size_t storage(const Value* pid, const Value* at);
   bool is_tensor(const Value* v) const;
   Tensor tensor(const Value* v, const std::string& name);
   bool is_module(const Value* v) const;
@@ -47,7 +49,8 @@ class TorchInterpreter {
   Checkpoint& ck_;
   ByteView pkl_;
   const Limits& lim_;
-  StorageResolver resolve_;
+  StorageLocator locate_;
+  std::unordered_map<std::string, size_t> storage_index_;  // key -> index in ck_.storages
   uint64_t visited_ = 0;
   bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
 };
