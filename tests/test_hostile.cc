@@ -24,7 +24,8 @@ std::string try_read(const std::string& bytes, const std::string& name) {
     RenderOptions o;
     o.depth = -1;
     (void)render_summary_text(s, o);
-    (void)nlohmann::json::parse(summary_json_text(s));  // always valid JSON
+    const auto parsed = nlohmann::json::parse(summary_json_text(s));  // always valid JSON
+    if (!parsed.is_object()) return "summary JSON is not an object";
     return "";
   } catch (const InputError& e) {
     return e.render();

@@ -58,6 +58,7 @@ struct Module {
   std::string type;                   // short class name ("Linear"), "" when unknown
   std::string qualified_type;         // "torch.nn.modules.linear.Linear"
   std::optional<bool> training;
+  std::string shared_with;            // set when this is a second path to a module listed earlier
 };
 
 struct Finding {
@@ -84,6 +85,7 @@ struct Checkpoint {
   std::vector<Module> modules;        // known module tree (whole pickled modules); empty = derive from keys
   bool split_inferred = true;         // parameter/buffer split guessed from names
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  nlohmann::ordered_json methods = nlohmann::ordered_json::array();  // TorchScript: compiled methods of the root
   std::vector<Finding> findings;
   std::vector<GlobalRef> globals;     // every global the pickles named
   std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive

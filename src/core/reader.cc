@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/torch_pickle.h"
+#include "core/torchscript.h"
 #include "core/zip.h"
 
 namespace ckpt {
@@ -43,12 +44,14 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
     if (rel.substr(0, pre.size()) != pre) continue;
     rel.remove_prefix(pre.size());
     if (rel == "data.pkl" || rel.substr(0, 5) == "data/" || rel.substr(0, 5) == "code/" || rel.substr(0, 10) == "constants/" ||
-        rel.substr(0, 6) == "extra/" || rel.find(".pkl") != std::string_view::npos || e.uncompressed_size > 256 || e.method != 0)
+        rel.substr(0, 6) == "extra/" || rel.substr(0, 13) == "traced_inputs" || rel.find(".pkl") != std::string_view::npos || e.uncompressed_size > 256 || e.method != 0)
       continue;
     ck.records.emplace_back(std::string(rel), trimmed(zip.stored(e).str(0, e.compressed_size)));
   }
   if (std::find_if(ck.records.begin(), ck.records.end(), [](auto& r) { return r.first == "byteorder"; }) == ck.records.end())
     ck.records.emplace_back("byteorder", "little");  // absent means little (torch < 2.1)
+
+  if (torchscript) return read_torchscript(ck, zip, ck.prefix, lim);
 
   ByteView pkl = zip.stored(*pkl_entry);
   if (pkl.size() > lim.pickle_bytes)

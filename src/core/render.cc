@@ -69,7 +69,10 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
-  std::string content = ck.content == "state_dict" ? "state dict" : ck.content == "module" ? "pickled nn.Module" : ck.content;
+  std::string content = ck.content == "state_dict"                              ? "state dict"
+                        : ck.content == "module" && ck.format == "torchscript" ? "scripted module"
+                        : ck.content == "module"                               ? "pickled nn.Module"
+                                                                               : ck.content;
   if (!ck.model_key.empty()) content += fmt::format(" (model under '{}')", ck.model_key);
   size_t storages = 0;
   for (const Storage& st : ck.storages) storages += st.in_model;
@@ -177,7 +180,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   if (!ck.modules.empty()) {
     uint64_t train = 0, eval = 0;
     for (const Module& m : ck.modules)
-      if (m.training) (*m.training ? train : eval) += 1;
+      if (m.training && m.shared_with.empty()) (*m.training ? train : eval) += 1;
     foot(std::to_string(train), "Modules in train mode");
     foot(std::to_string(eval), "Modules in eval mode");
   }
@@ -284,6 +287,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["records"] = rec;
   j["split_inferred"] = ck.split_inferred && !ck.tensors.empty();
   j["metadata"] = ck.metadata;
+  if (ck.format == "torchscript") j["methods"] = ck.methods;
   j["totals"] = J{{"tensors", T.tensors},
                   {"elements", T.elements},
                   {"unique_elements", T.unique_elements},
@@ -323,6 +327,10 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       put_string(out, r.dtypes[k]);
     }
     fmt::format_to(out_it, "], \"mode\": {}", !r.training ? "null" : *r.training ? "\"train\"" : "\"eval\"");
+    if (!r.shared_with.empty()) {
+      out += ", \"shared_with\": ";
+      put_string(out, r.shared_with);
+    }
   });
 
   put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {

@@ -108,6 +108,7 @@ Summary summarize(const Checkpoint& ck) {
     r.type = m.type;
     r.qualified_type = m.qualified_type;
     r.training = m.training;
+    r.shared_with = m.shared_with;
   }
   std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
   std::vector<size_t> rows;
@@ -147,6 +148,18 @@ Summary summarize(const Checkpoint& ck) {
         if (t.is_parameter_object ? t.requires_grad : true) row.trainable += n;
       }
     }
+  }
+  // A module shared at two paths shows the same counts at both; totals count it once (above).
+  for (ModuleRow& r : s.modules) {
+    if (r.shared_with.empty()) continue;
+    auto it = row_of.find(r.shared_with);
+    if (it == row_of.end()) continue;
+    const ModuleRow& first = s.modules[it->second];
+    r.parameters = first.parameters;
+    r.trainable = first.trainable;
+    r.buffers = first.buffers;
+    r.bytes = first.bytes;
+    r.dtypes = first.dtypes;
   }
   if (ck.modules.empty()) {
     // Pre-order by name segments, keeping first-seen order among siblings.

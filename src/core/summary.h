@@ -41,6 +41,7 @@ struct ModuleRow {
   uint64_t uninitialized = 0;
   std::vector<std::string> dtypes;  // distinct dtype names, in first-seen order
   std::optional<bool> training;
+  std::string shared_with;          // a second path to the module named here (counted once)
 };
 
 struct Summary {

@@ -33,10 +33,15 @@ class TorchInterpreter {
   };
   StorageId storage_id(const Value* pid, const Value* at) const;
 
- private:
-  size_t storage(const Value* pid, const Value* at);
+  // A torch._utils._rebuild_* call (or lazy parameter) and what it describes.
   bool is_tensor(const Value* v) const;
   Tensor tensor(const Value* v, const std::string& name);
+  // Storages met from now on belong to the model (true) or to something beside it (optimizer state,
+  // TorchScript constants).
+  void set_in_model(bool in_model) { in_model_ = in_model; }
+
+ private:
+  size_t storage(const Value* pid, const Value* at);
   bool is_module(const Value* v) const;
   void walk_module(const Value* v, const std::string& path, int depth);
   void collect(const Value* v, const std::string& path, int depth);

@@ -1,0 +1,52 @@
+// TorchScript archives without LibTorch: the module tree comes from data.pkl (each module a
+// `__torch__.<qualified>` object whose BUILD dict holds every attribute), and which attributes are
+// parameters, buffers or submodules comes from the class declarations in code/:
+//
+//   code/__torch__/torch/nn/modules/conv.py  declares  __torch__.torch.nn.modules.conv.Conv2d
+//     class Conv2d(Module):
+//       __parameters__ = ["weight", "bias", ]
+//       __buffers__ = []
+//       weight : Tensor
+//       training : bool
+//       __annotations__["0"] = __torch__.torch.nn.modules.linear.Linear
+//       def forward(self: __torch__.torch.nn.modules.conv.Conv2d,
+//         input: Tensor) -> Tensor:
+//         _0 = (self)._conv_forward(input, weight, bias, )
+//
+// Archives from any torch version summarize, including ones whose operators LibTorch 1.13 lacks.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/zip.h"
+
+namespace ckpt {
+
+struct TsMethod {
+  std::string name;
+  std::vector<std::string> self_calls;  // methods of the same object it calls: (self).name( / self.name(
+};
+
+struct TsClass {
+  std::string qualified;                // "__torch__.torch.nn.modules.conv.Conv2d"
+  std::string base;                     // "Module", "object", ...
+  std::vector<std::string> parameters;  // __parameters__
+  std::vector<std::string> buffers;     // __buffers__
+  std::vector<std::pair<std::string, std::string>> attributes;  // name -> declared type
+  std::vector<TsMethod> methods;
+  bool is_module() const { return base == "Module"; }
+};
+
+// Parses the class declarations of one code/ file. `module` is the file's qualified module
+// ("__torch__.torch.nn.modules.conv" for code/__torch__/torch/nn/modules/conv.py).
+std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source);
+
+// Fills ck (tensors, modules, findings, metadata: methods, constants, extra files) from an archive
+// whose data.pkl has already been located. Called by the zip reader when constants.pkl is present.
+void read_torchscript(Checkpoint& ck, const ZipReader& zip, const std::string& prefix, const Limits& limits);
+
+}  // namespace ckpt
