@@ -28,8 +28,12 @@ testdata/README.md "Fields beyond EXPECTED.md"):
 - uninitialized (lazy) entries: dtype, shape, stride, numel, bytes, device and offset are null (the
   file stores only REDUCE(cls, (requires_grad,))); requires_grad is what the file says;
 - "modules": named_modules(), root as "", recursive counts; state-dict fixtures list the modules
-  that hold tensors; whole_module and the TorchScript fixtures list every module with "type"
-  (TorchScript: original_name) and "training";
+  that hold tensors; whole_module lists every module with "type" and "training";
+- TorchScript fixtures (*.ts.pt) have the fields of testdata/gen_torchscript.py: modules with
+  type (original_name), qualified_type, parameters / trainable / buffers, training (null when
+  frozen); shared_paths; tensors from named_parameters / named_buffers(remove_duplicate=False);
+  totals.modules / modules_train / modules_eval; methods {all, from_forward, entry_points};
+  frozen; constants_tensors / constants_elements / constants_storage_bytes; entries;
 - totals.storage_bytes: the storages behind the entries; "file": {storages, storage_bytes} of every
   data/<key> record (they differ only for lightning.ckpt: optimizer and callback tensors);
 - "globals": every GLOBAL / STACK_GLOBAL of data.pkl as module.name, first-occurrence order;
@@ -38,11 +42,14 @@ testdata/README.md "Fields beyond EXPECTED.md"):
 """
 import argparse
 import collections
+import copy
 import io
 import json
 import os
+import pickle
 import pickletools
 import sys
+import warnings
 import zipfile
 
 import torch
@@ -694,18 +701,195 @@ class TSNet(nn.Module):
         self.head = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
         self.register_buffer("scale", torch.tensor([2.0]))
 
-    def forward(self, x):
+    def _forward_impl(self, x):
         x = self.block(x).mean(dim=(2, 3))
         return self.head(x) * self.scale
+
+    def forward(self, x):
+        return self._forward_impl(x)
+
+
+class TSNetExport(TSNet):
+    """TSNet plus a separate @torch.jit.export entry point (scripted and frozen fixtures only:
+    torch.jit.trace compiles exported methods too, and this one calls forward, which clashes with
+    the traced forward)."""
+
+    @torch.jit.export
+    def evaluation_step(self, x, y):
+        return (self.forward(x).argmax(dim=1) == y).float().mean()
+
+
+class TSTransformer(nn.Module):
+    """A tiny transformer: TorchScript's MultiheadAttention path calls
+    torch.scaled_dot_product_attention, an operator LibTorch 1.13 does not have."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 8)
+        self.encoder = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                  batch_first=True)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+def ts_training(m):
+    try:
+        return bool(m.training)
+    except AttributeError:      # frozen modules have no training attribute
+        return None
+
+
+def ts_modules(m):
+    """named_modules() (root ""): original_name, qualified class name (as in the data.pkl GLOBAL),
+    recursive parameters / trainable / buffers, training (None: no such attribute)."""
+    out = []
+    for name, s in m.named_modules():
+        ps = list(s.parameters())
+        out.append({"name": name, "type": s.original_name,
+                    "qualified_type": s._c._type().qualified_name(),
+                    "parameters": sum(p.numel() for p in ps),
+                    "trainable": sum(p.numel() for p in ps if p.requires_grad),
+                    "buffers": sum(b.numel() for b in s.buffers()),
+                    "training": ts_training(s)})
+    return out
+
+
+def ts_shared_paths(m):
+    """Module paths that reach the same C++ module object as an earlier path (flip `training`
+    through one, read it through the other; each path has its own Python wrapper)."""
+    mods = list(m.named_modules())
+    out = []
+    for i, (name, s) in enumerate(mods):
+        if ts_training(s) is None:
+            continue
+        for pname, ps in mods[:i]:
+            if ts_training(ps) is None or \
+                    ps._c._type().qualified_name() != s._c._type().qualified_name():
+                continue
+            old = ps._c.getattr("training")
+            ps._c.setattr("training", not old)
+            same = s._c.getattr("training") == (not old)
+            ps._c.setattr("training", old)
+            if same:
+                out.append({"name": name, "same_as": pname})
+                break
+    return out
+
+
+def ts_tensors(m):
+    """named_parameters(remove_duplicate=False) ("parameter") and
+    named_buffers(remove_duplicate=False) ("buffer"), in state_dict order."""
+    kinds = {}
+    for n, _ in m.named_parameters(remove_duplicate=False):
+        kinds[n] = "parameter"
+    for n, _ in m.named_buffers(remove_duplicate=False):
+        assert n not in kinds
+        kinds[n] = "buffer"
+    sd = m.state_dict(keep_vars=True)
+    order = [k for k in sd if k in kinds]
+    assert sorted(order) == sorted(kinds), (order, sorted(kinds))
+    return [(k, sd[k]) for k in order], kinds
+
+
+def ts_constants(path, prefix):
+    """The tensors of constants.pkl, unpickled with their data read from constants/<key>."""
+    with zipfile.ZipFile(path) as z:
+        nbytes = 0
+
+        class U(pickle.Unpickler):
+            def persistent_load(self, pid):
+                nonlocal nbytes
+                typename, storage_type, key, location, numel = pid
+                assert typename == "storage" and location == "cpu", pid
+                data = z.read("%s/constants/%s" % (prefix, key))
+                nbytes += len(data)
+                with warnings.catch_warnings():     # TypedStorage is deprecated in 2.x
+                    warnings.simplefilter("ignore", UserWarning)
+                    st = storage_type.from_buffer(data, "little")
+                assert st.size() == numel
+                return st
+
+        consts = U(io.BytesIO(z.read(prefix + "/constants.pkl"))).load()
+    tensors = [t for t in consts if isinstance(t, torch.Tensor)]
+    return tensors, nbytes
+
+
+def write_ts_expected(out, fname, live, back, notes, *, entry_points=(), frozen=False,
+                      extra=None):
+    """Expected json of a TorchScript archive: live = the ScriptModule saved, back = it loaded
+    with torch.jit.load; every fact is computed on both and must agree."""
+    path = os.path.join(out, fname)
+    assert os.path.getsize(path) < 110_000, (fname, os.path.getsize(path))
+    prefix, records, data_bytes, entries = zip_facts(path)
+    with zipfile.ZipFile(path) as z:
+        globs = pickle_globals(z.read(prefix + "/data.pkl"))
+        n_storages = sum(1 for e in entries if e.startswith("data/"))
+    mods = ts_modules(live)
+    assert ts_modules(back) == mods
+    for d in mods:
+        assert d["qualified_type"] in globs, (d["qualified_type"], globs)
+    (named_live, kinds), (named_back, kinds_back) = ts_tensors(live), ts_tensors(back)
+    assert kinds == kinds_back and [n for n, _ in named_live] == [n for n, _ in named_back]
+    for (_, a), (_, b) in zip(named_live, named_back):
+        same_tensor(a, b)
+    sb = storage_bytes_of([t for _, t in named_back])
+    assert sb == data_bytes, (fname, sb, data_bytes)
+    tt = tensor_totals(named_back)
+    mt = model_totals(live)
+    assert model_totals(back) == mt
+    totals = {"tensors": tt["tensors"], "elements": tt["elements"],
+              "unique_elements": tt["unique_elements"], "storage_bytes": sb, "bytes": tt["bytes"],
+              "parameters": mt["parameters"], "trainable": mt["trainable"],
+              "non_trainable": mt["non_trainable"], "buffers": mt["buffers"],
+              "uninitialized": tt["uninitialized"], "meta": tt["meta"], "modules": len(mods),
+              "modules_train": sum(1 for d in mods if d["training"] is True),
+              "modules_eval": sum(1 for d in mods if d["training"] is False)}
+    names = sorted(live._c._method_names())
+    assert sorted(back._c._method_names()) == names and "forward" in names
+    assert set(entry_points) <= set(names), (entry_points, names)
+    methods = {"all": names, "from_forward": sorted(set(names) - set(entry_points)),
+               "entry_points": sorted(entry_points)}
+    shared = ts_shared_paths(live)
+    assert ts_shared_paths(back) == shared
+    consts, const_bytes = ts_constants(path, prefix)
+    exp = {"fixture": fname, "torch_version": TORCH_VERSION, "format": "torchscript",
+           "prefix": prefix, "records": records, "totals": totals,
+           "tensors": [entry(n, t, kinds[n]) for n, t in named_back],
+           "modules": mods, "shared_paths": shared, "methods": methods, "frozen": frozen,
+           "constants_tensors": len(consts),
+           "constants_elements": sum(t.numel() for t in consts),
+           "constants_storage_bytes": const_bytes}
+    if extra:
+        exp.update(extra)
+    exp["entries"] = entries
+    exp["file"] = {"storages": n_storages, "storage_bytes": data_bytes}
+    exp["globals"] = globs
+    exp["notes"] = (notes + " Zip entries (without prefix): " + ", ".join(entries) + ".").strip()
+    stem = fname[:-len(".pt")] if fname.endswith(".pt") else os.path.splitext(fname)[0]
+    with open(os.path.join(out, stem + ".expected.json"), "w") as f:
+        json.dump(exp, f, indent=1)
+        f.write("\n")
+    print("wrote", fname, os.path.getsize(path), "bytes;", totals)
+
+
+def ts_same_outputs(a, b, *args):
+    """a(*args) == b(*args), run on deep copies (train-mode modules may update buffers)."""
+    a, b = copy.deepcopy(a), copy.deepcopy(b)
+    with torch.no_grad():
+        assert torch.allclose(a(*args), b(*args))
 
 
 def fx_torchscript(out):
     for kind in ("scripted", "traced"):
         torch.manual_seed(8 if kind == "scripted" else 9)
-        m = TSNet()
+        m = TSNetExport() if kind == "scripted" else TSNet()
         with torch.no_grad():
             m(torch.randn(2, 3, 4, 4))
         m.block.eval()                            # mixed training flags
+        m.block.conv.weight.requires_grad_(False)             # frozen parameters
+        m.head[2].bias.requires_grad_(False)
         if kind == "scripted":
             sm = torch.jit.script(m)
         else:
@@ -713,24 +897,74 @@ def fx_torchscript(out):
         fname = "%s.ts.pt" % kind
         torch.jit.save(sm, os.path.join(out, fname))
         back = torch.jit.load(os.path.join(out, fname))
-        saved = sd_items(sm.state_dict(keep_vars=True))
-        loaded = sd_items(back.state_dict(keep_vars=True))
-        # requires_grad of the pickled tensors: parameters True, buffers False
-        x = torch.randn(2, 3, 4, 4)
-        with torch.no_grad():
-            assert torch.allclose(sm(x), back(x))
-        write_expected(out, fname, "torchscript", saved, loaded, back,
-                       "torch.jit.%s of TSNet(block=Block(conv, bn), head=Sequential(Linear, ReLU, "
-                       "Linear), buffer 'scale'); block is in eval mode. Tensors in state_dict "
-                       "order; kind from the loaded ScriptModule; modules from named_modules() "
-                       "with type = original_name.%s" % (
-                           "script" if kind == "scripted" else "trace",
-                           "" if kind == "scripted" else
-                           " traced_inputs.pkl holds the example input (restore_type_tag dict "
-                           "'forward' -> [tensor]) whose persistent id says FloatStorage '0' of 96 "
-                           "elements, but the record traced_inputs/0 is 0 bytes (torch writes it "
-                           "empty); torch.jit.load accepts this."),
-                       modules=modules_list(back, all_modules=True))
+        ts_same_outputs(sm, back, torch.randn(2, 3, 4, 4))
+        if kind == "scripted":
+            x, y = torch.randn(5, 3, 4, 4), torch.tensor([0, 1, 1, 0, 1])
+            assert torch.equal(sm.evaluation_step(x, y), back.evaluation_step(x, y))
+        write_ts_expected(
+            out, fname, sm, back,
+            "torch.jit.%s of %s(block=Block(conv, bn), head=Sequential(Linear, ReLU, Linear), "
+            "buffer 'scale'); block (and its children) in eval mode, the rest in train mode; "
+            "block.conv.weight and head.2.bias frozen (requires_grad False). forward calls the "
+            "helper _forward_impl. Tensors: named_parameters / named_buffers "
+            "(remove_duplicate=False) in state_dict order; modules: named_modules() with type = "
+            "original_name.%s" % (
+                "script" if kind == "scripted" else "trace",
+                "TSNetExport" if kind == "scripted" else "TSNet",
+                " evaluation_step is a separate @torch.jit.export entry point; _forward_impl is "
+                "compiled as its own method." if kind == "scripted" else
+                " Tracing inlines _forward_impl (methods: forward only). traced_inputs.pkl holds "
+                "the example input (restore_type_tag dict 'forward' -> [tensor]) whose persistent "
+                "id says FloatStorage '0' of 96 elements, but the record traced_inputs/0 is 0 "
+                "bytes (torch writes it empty); torch.jit.load accepts this."),
+            entry_points=["evaluation_step"] if kind == "scripted" else ())
+
+    # frozen: parameters and buffers become constants
+    torch.manual_seed(10)
+    m = TSNetExport()
+    with torch.no_grad():
+        m(torch.randn(2, 3, 4, 4))
+    m.eval()
+    fr = torch.jit.freeze(torch.jit.script(m), preserved_attrs=["evaluation_step"])
+    fname = "frozen.ts.pt"
+    torch.jit.save(fr, os.path.join(out, fname))
+    back = torch.jit.load(os.path.join(out, fname))
+    ts_same_outputs(m, back, torch.randn(2, 3, 4, 4))
+    consts = back.code_with_constants[1].const_mapping
+    write_ts_expected(
+        out, fname, fr, back,
+        "torch.jit.freeze(torch.jit.script(TSNetExport().eval()), "
+        "preserved_attrs=['evaluation_step']): submodules inlined, BatchNorm folded into the "
+        "conv, parameters and buffers become constants.pkl tensors (constants/N, code uses "
+        "CONSTANTS.cN), so named_parameters() / named_buffers() are empty. data.pkl is the root "
+        "object with an empty BUILD dict: no training attribute (training null, counted in "
+        "neither modules_train nor modules_eval). The root class is a clone "
+        "(___torch_mangle_N). The eager model had %d parameters and %d buffer elements."
+        % (sum(p.numel() for p in m.parameters()), sum(b.numel() for b in m.buffers())),
+        entry_points=["evaluation_step"], frozen=True,
+        extra={"forward_constants": sorted(consts)})
+
+    # a transformer: code/ calls torch.scaled_dot_product_attention
+    torch.manual_seed(11)
+    m = TSTransformer()
+    m.eval()
+    sm = torch.jit.script(m)
+    fname = "transformer.ts.pt"
+    torch.jit.save(sm, os.path.join(out, fname))
+    back = torch.jit.load(os.path.join(out, fname))
+    ts_same_outputs(sm, back, torch.randn(2, 5, 4))
+    ops = torch.jit.export_opnames(back)
+    assert "aten::scaled_dot_product_attention" in ops, ops
+    write_ts_expected(
+        out, fname, sm, back,
+        "torch.jit.script of Linear -> nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, "
+        "dropout=0, batch_first=True) -> mean -> Linear, in eval mode. MultiheadAttention "
+        "declares q_proj_weight / k_proj_weight / v_proj_weight (and bias_k / bias_v) whose "
+        "value is None; out_proj is a NonDynamicallyQuantizableLinear. The scripted "
+        "multi_head_attention_forward in code/__torch__/torch/nn/functional.py calls "
+        "torch.scaled_dot_product_attention, which LibTorch 1.13 cannot load (Unknown builtin op: "
+        "aten::scaled_dot_product_attention).",
+        extra={"ops": ops})
 
 
 def main():

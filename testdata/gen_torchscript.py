@@ -37,6 +37,7 @@ testdata/EXPECTED.md plus the TorchScript fields described in testdata/README.md
   edited: "edited", "libtorch_load_error".
 """
 import collections
+import copy
 import io
 import json
 import os
@@ -50,6 +51,7 @@ from typing import Dict, List
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.jit.mobile
 from torch import Tensor
 
 TORCH_VERSION = torch.__version__
@@ -318,6 +320,11 @@ def expected_for(path, live, loaded, *, entry_points=(), frozen=False, notes="",
         exp["extra"] = zf["extra"]
     if extra:
         exp.update(extra)
+    consts, const_bytes = read_constants(path)
+    const_tensors = [t for t in consts if isinstance(t, torch.Tensor)]
+    exp["constants_tensors"] = len(const_tensors)
+    exp["constants_elements"] = sum(t.numel() for t in const_tensors)
+    exp["constants_storage_bytes"] = const_bytes
     exp["entries"] = zf["entries"]
     exp["file"] = zf["file"]
     exp["globals"] = zf["globals"]
@@ -337,6 +344,8 @@ def write_json(out, exp):
 
 
 def check_outputs(a, b, x):
+    """a(x) == b(x), run on deep copies (train-mode BatchNorm would update the running stats)."""
+    a, b = copy.deepcopy(a), copy.deepcopy(b)
     with torch.no_grad():
         ya, yb = a(x), b(x)
     if isinstance(ya, dict):
@@ -396,7 +405,8 @@ class Mixer(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
         self.norms = nn.ModuleList([nn.LayerNorm(4), nn.Identity()])
-        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2), "reg": nn.Linear(4, 1)})
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2), "reg": nn.Linear(4, 1),
+                                    "box-1": nn.Linear(4, 1)})
         self.gate = nn.Parameter(torch.ones(4))
 
     def forward(self, x) -> Dict[str, Tensor]:
@@ -485,7 +495,9 @@ def fx_scripted(out):
               "head=Sequential(Linear, ReLU, Linear)), root buffer 'scale', non-tensor attributes "
               "temperature (float) and labels (List[str], restore_type_tag), Final num_classes "
               "(only in code/, not in data.pkl). features.conv.weight and features.bn.bias are "
-              "frozen (requires_grad False, NEWFALSE in _rebuild_tensor_v2). Conv2d.bias is None. "
+              "frozen (requires_grad False, NEWFALSE in _rebuild_tensor_v2). features.conv.bias is "
+              "None: listed in __parameters__ with 'bias : Optional[Tensor]', NONE in data.pkl, "
+              "not a tensor entry. "
               "version is 4 because forward uses aten::div (upgrader-versioned operator).")
     write_json(out, exp)
     return sm, exp
@@ -504,7 +516,11 @@ def fx_traced(out):
         notes="torch.jit.trace of the same Net as scripted.pt (same seed, same frozen parameters), "
               "traced in train mode: BatchNorm updated its running stats during tracing and the "
               "trace check. Traced modules keep parameters, buffers, submodules and training only "
-              "(temperature / labels became constants of the graph); code/ has only forward.")
+              "(temperature / labels are gone); code/ has only forward, every class is mangled "
+              "(___torch_mangle_N), Conv2d without bias lists only weight in __parameters__. "
+              "constants.pkl holds 2 tensors of the traced graph (temperature 2.0 as a float64 "
+              "scalar, CONSTANTS.c0; the int64 1 that BatchNorm adds to num_batches_tracked, "
+              "CONSTANTS.c1) in constants/0 and constants/1: not parameters or buffers.")
     write_json(out, exp)
 
 
@@ -520,9 +536,11 @@ def fx_containers(out):
     exp = expected_for(
         path, sm, back,
         notes="ModuleList of 3 Linear (layers), ModuleList of LayerNorm + Identity (norms), "
-              "ModuleDict {cls: Linear, reg: Linear} (heads), root Parameter gate; layers.1.bias "
-              "frozen. Children of ModuleList / ModuleDict are attributes named '0', '1', 'cls' "
-              "... (code/: __annotations__[\"0\"] = ...).")
+              "ModuleDict {cls: Linear, reg: Linear, box-1: Linear} (heads; reg and box-1 "
+              "share one class type), root Parameter gate; layers.1.bias frozen. Children of "
+              "ModuleList / ModuleDict are attributes named '0', '1', 'cls', 'box-1' (code/: "
+              "__annotations__[\"0\"] = ... for names that are not identifiers, 'cls : ...' "
+              "for those that are).")
     write_json(out, exp)
 
 
@@ -582,12 +600,8 @@ def fx_mixed_mode(out):
     path = os.path.join(out, "mixed_mode.pt")
     torch.jit.save(sm, path)
     back = torch.jit.load(path)
-    back.eval()
-    sm.eval()
-    check_outputs(sm, back, torch.randn(2, 3, 5, 5))
-    back = torch.jit.load(path)          # fresh copy with the saved flags
-    sm.train(False)
-    sm.head.train(True)
+    check_outputs(sm.eval(), torch.jit.load(path).eval(), torch.randn(2, 3, 5, 5))
+    sm.head.train()                      # back to the saved flags
     exp = expected_for(
         path, sm, back,
         notes="Tower(features=ConvBlock, drop=Dropout, head=Sequential(Linear, ReLU, Dropout, "
@@ -605,7 +619,7 @@ def fx_methods(out):
     torch.jit.save(sm, path, _extra_files=extra_files)
     got = {"meta.json": ""}
     back = torch.jit.load(path, _extra_files=got)
-    assert got == extra_files, got
+    assert {k: v.decode() for k, v in got.items()} == extra_files, got
     check_outputs(sm, back, torch.randn(2, 4))
     x, y = torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1])
     assert torch.equal(sm.evaluation_step(x, y), back.evaluation_step(x, y))
@@ -633,15 +647,12 @@ def fx_frozen(out):
     assert sorted(consts) == sorted(live_consts)
     for k in consts:
         same_tensor(consts[k], live_consts[k])
-    pickled, nbytes = read_constants(path)
+    pickled, _nbytes = read_constants(path)
     assert len(pickled) == len(consts)
     ordered = [consts["c%d" % i] for i in range(len(consts))]
     for a, b in zip(pickled, ordered):
         same_tensor(a, b)
-    extra = {"constants_tensors": len(pickled),
-             "constants_elements": sum(t.numel() for t in pickled),
-             "constants_storage_bytes": nbytes,
-             "constants": [{"name": "c%d" % i, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
+    extra = {"constants": [{"name": "c%d" % i, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
                             "numel": t.numel(), "requires_grad": bool(t.requires_grad)}
                            for i, t in enumerate(pickled)]}
     exp = expected_for(
@@ -668,7 +679,7 @@ def fx_mobile(out, sm):
     lite = torch.jit.mobile._load_for_lite_interpreter(path)
     x = torch.randn(2, 3, 5, 5)
     with torch.no_grad():
-        assert torch.allclose(lite(x), sm(x))
+        assert torch.allclose(lite(x), copy.deepcopy(sm)(x))
     ver = torch.jit.mobile._get_model_bytecode_version(path)
     exp = expected_for(
         path, sm, back, extra={"bytecode_version": ver},
@@ -702,16 +713,17 @@ def fx_edited(out, base_exp):
                 zi.compress_type = info.compress_type
                 zi.external_attr = info.external_attr
                 zi.create_system = info.create_system
-                if info.compress_type == zipfile.ZIP_STORED:
-                    zi.extra = aligned_extra(f.tell(), info.filename)
+                zi.extra = aligned_extra(f.tell(), info.filename)     # as torch pads them
                 zout.writestr(zi, data)
     with zipfile.ZipFile(src) as a, zipfile.ZipFile(path) as b:
         assert a.namelist() == b.namelist()
         assert [i.compress_type for i in a.infolist()] == [i.compress_type for i in b.infolist()]
-        for i in b.infolist():
-            if i.filename.split("/", 1)[1].startswith("data/"):
-                assert (i.header_offset + 30 + len(i.filename) + 4 + struct.unpack(
-                    "<H", i.extra[2:4])[0]) % 64 == 0 if i.extra else True
+    with open(path, "rb") as f:
+        raw = f.read()
+    with zipfile.ZipFile(path) as b:
+        for i in b.infolist():                  # every entry's data starts 64-byte aligned
+            n, e = struct.unpack("<HH", raw[i.header_offset + 26:i.header_offset + 30])
+            assert (i.header_offset + 30 + n + e) % 64 == 0, i.filename
     try:
         torch.jit.load(path)
         raise AssertionError("torch %s loaded the edited archive" % TORCH_VERSION)
@@ -727,12 +739,28 @@ def fx_edited(out, base_exp):
     exp["libtorch_load_error"] = err
     exp["notes"] = ("scripted.pt with code/__torch__.py edited after saving: Net.forward's "
                     "torch.mul( is now torch.scaled_dot_product_attention( (the zip rewritten by "
-                    "Python's zipfile, every entry kept with the same name, order and compression; "
-                    "stored entries 64-byte aligned again). data.pkl is unchanged, so every "
-                    "expected number equals scripted.pt's; the zip prefix stays 'scripted'. "
+                    "Python's zipfile, every entry kept with the same name, order and compression, "
+                    "each entry's data 64-byte aligned again by an 'FB' extra field as torch does). "
+                    "data.pkl is unchanged, so every expected number equals scripted.pt's; the "
+                    "zip prefix stays 'scripted'. "
                     "torch 1.13 torch.jit.load fails (libtorch_load_error). The .debug_pkl source "
                     "ranges no longer match the text.")
     write_json(out, exp)
+
+
+def check_t26_transformer():
+    """testdata/t26/transformer.ts.pt (torch 2.6, gen_fixtures_t2.py) calls
+    torch.scaled_dot_product_attention: this torch must refuse to load it (read-only check)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t26", "transformer.ts.pt")
+    if not os.path.exists(path):
+        return
+    try:
+        torch.jit.load(path)
+        raise AssertionError("torch %s loaded %s" % (TORCH_VERSION, path))
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+    assert first == "Unknown builtin op: aten::scaled_dot_product_attention.", first
+    print("checked t26/transformer.ts.pt: torch", TORCH_VERSION, "says:", first)
 
 
 def main():
@@ -752,6 +780,7 @@ def main():
     fx_frozen(out)
     fx_mobile(out, sm)
     fx_edited(out, exp_a)
+    check_t26_transformer()
 
 
 if __name__ == "__main__":

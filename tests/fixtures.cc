@@ -10,7 +10,7 @@ std::filesystem::path testdata() { return CKPT_TESTDATA; }
 
 std::vector<Fixture> fixtures() {
   std::vector<Fixture> out;
-  for (const char* set : {"t113", "t26"}) {
+  for (const char* set : {"t113", "t26", "ts113"}) {
     const auto dir = testdata() / set;
     if (!std::filesystem::exists(dir)) continue;
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -18,9 +18,6 @@ std::vector<Fixture> fixtures() {
       const std::string suffix = ".expected.json";
       if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
       nlohmann::json j = read_json(e.path());
-      // TorchScript structure (parameters vs buffers from code/) is the next issue's reader; its
-      // fixtures join these tests when that reader lands.
-      if (j.value("format", "") == "torchscript") continue;
       Fixture f;
       f.expected = e.path();
       f.file = dir / j.at("fixture").get<std::string>();

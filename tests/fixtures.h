@@ -10,7 +10,7 @@
 namespace ckpt::test {
 
 std::filesystem::path testdata();
-// Every fixture that has an .expected.json beside it, in t113/ and t26/ (sorted, stable).
+// Every fixture that has an .expected.json beside it, in t113/, t26/ and ts113/ (sorted, stable).
 struct Fixture {
   std::filesystem::path file;
   std::filesystem::path expected;

@@ -13,7 +13,13 @@ std::string InputError::render() const {
   }
   out += ": ";
   out += what();
-  return out;
+  // One line, whatever bytes a hostile file put into names quoted in the message.
+  std::string clean;
+  for (unsigned char c : out) {
+    if (c < 0x20 || c == 0x7f) clean += fmt::format("\\x{:02x}", c);
+    else clean += static_cast<char>(c);
+  }
+  return clean;
 }
 
 }  // namespace ckpt

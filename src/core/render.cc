@@ -180,7 +180,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   if (!ck.modules.empty()) {
     uint64_t train = 0, eval = 0;
     for (const Module& m : ck.modules)
-      if (m.training && m.shared_with.empty()) (*m.training ? train : eval) += 1;
+      if (m.training) (*m.training ? train : eval) += 1;
     foot(std::to_string(train), "Modules in train mode");
     foot(std::to_string(eval), "Modules in eval mode");
   }
@@ -302,6 +302,17 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                   {"uninitialized", T.uninitialized},
                   {"meta", T.meta},
                   {"storages", ck.storages.size()}};
+  if (!ck.modules.empty()) {
+    uint64_t modules = 0, train = 0, eval = 0;
+    // Every path counts, as named_modules() of a loaded ScriptModule lists it; entries count once.
+    for (const Module& m : ck.modules) {
+      ++modules;
+      if (m.training) (*m.training ? train : eval) += 1;
+    }
+    j["totals"]["modules"] = modules;
+    j["totals"]["modules_train"] = train;
+    j["totals"]["modules_eval"] = eval;
+  }
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
   out += json_text(j);
   out.resize(out.rfind('}'));

@@ -45,6 +45,7 @@ std::string list_names(const std::vector<std::string>& names, size_t most = 8) {
 Summary summarize(const Checkpoint& ck) {
   Summary s;
   s.ck = &ck;
+  s.findings = ck.findings;  // what the reader found; counting adds its own below
   Totals& T = s.totals;
 
   // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.

@@ -200,14 +200,18 @@ class TsReader {
     const Value* st = obj->state();
     if (st && st->kind == PKind::Dict)
       if (const Value* tr = st->get("training"); tr && tr->kind == PKind::Bool) m.training = tr->b;
+    // The same module object at a second path: listed (its entries too, as state_dict() would), and
+    // marked so that module counts take it once. A module that contains itself stops here.
     auto seen = first_path_.find(obj);
-    if (seen != first_path_.end()) {  // the same module object at a second path
-      m.shared_with = seen->second;
-      ck_.modules.push_back(std::move(m));
-      return;
-    }
-    first_path_.emplace(obj, path);
+    if (seen != first_path_.end()) m.shared_with = seen->second;
+    else first_path_.emplace(obj, path);
     ck_.modules.push_back(std::move(m));
+    if (!on_path_.insert(obj).second) return;
+    struct Leave {
+      std::unordered_set<const Value*>& s;
+      const Value* v;
+      ~Leave() { s.erase(v); }
+    } leave{on_path_, obj};
     if (!st || st->kind != PKind::Dict) return;  // __getstate__ classes: opaque state
     const TsClass* cls = class_of(obj);
     auto has = [](const std::vector<std::string>& v, std::string_view k) { return std::find(v.begin(), v.end(), k) != v.end(); };
@@ -310,6 +314,7 @@ class TsReader {
   const Limits& lim_;
   std::unordered_map<std::string, TsClass> classes_;
   std::unordered_map<const Value*, std::string> first_path_;
+  std::unordered_set<const Value*> on_path_;
   TorchInterpreter* interp_ = nullptr;
 };
 
