@@ -78,6 +78,25 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const Storage& st : ck.storages) storages += st.in_model;
   content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
   line("Content", content);
+  if (ck.format == "torchscript") {
+    std::vector<std::string> ms;
+    for (const auto& m : ck.methods) {
+      std::string n = m["name"].get<std::string>();
+      if (m["entry_point"].get<bool>()) n += " (entry point)";
+      else if (!m["reachable_from_forward"].get<bool>()) n += " (not reached from forward)";
+      ms.push_back(n);
+    }
+    if (!ms.empty()) line("Methods", join(ms, ", "));
+    const auto& md = ck.metadata;
+    std::vector<std::string> extra;
+    if (md.value("mobile", false)) extra.push_back("mobile (lite interpreter) bytecode.pkl");
+    if (md.contains("constants") && md["constants"]["count"].get<uint64_t>() > 0)
+      extra.push_back(fmt::format("constants.pkl {} ({} tensors, {})", md["constants"]["count"].get<uint64_t>(),
+                                  md["constants"]["tensors"].get<uint64_t>(), human_bytes(md["constants"]["bytes"].get<uint64_t>())));
+    if (md.contains("extra_files"))
+      for (const auto& f : md["extra_files"]) extra.push_back(fmt::format("extra/{} ({})", f["name"].get<std::string>(), human_bytes(f["bytes"].get<uint64_t>())));
+    if (!extra.empty()) line("Archive", join(extra, ", "));
+  }
   if (ck.content == "lightning" || ck.content == "checkpoint") {
     const auto& md = ck.metadata;
     std::vector<std::string> m;

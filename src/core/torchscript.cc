@@ -245,16 +245,23 @@ class TsReader {
     TorchInterpreter interp(ck_, pkl, lim_, locator("constants/", pkl));
     interp.set_in_model(false);
     uint64_t tensors = 0, elements = 0, bytes = 0;
+    nlohmann::ordered_json items = nlohmann::ordered_json::array();
     if (u.root->kind == PKind::Tuple || u.root->kind == PKind::List) {
-      for (const Value* c : u.root->items) {
-        if (!interp.is_tensor(c)) continue;
-        Tensor t = interp.tensor(c, "constant");
+      for (size_t k = 0; k < u.root->items.size(); ++k) {
+        const Value* c = u.root->items[k];
+        if (!interp.is_tensor(c)) {
+          items.push_back({{"name", fmt::format("c{}", k)}, {"value", plain_json(c, nullptr, 4, 1000)}});
+          continue;
+        }
+        Tensor t = interp.tensor(c, fmt::format("c{}", k));  // code/ refers to it as CONSTANTS.c<k>
         ++tensors;
         elements += static_cast<uint64_t>(t.numel);
         bytes += t.bytes;
+        items.push_back({{"name", t.name}, {"dtype", t.dtype ? std::string(t.dtype->name) : "?"}, {"shape", t.shape}, {"numel", t.numel}});
       }
     }
-    ck_.metadata["constants"] = {{"count", u.root->items.size()}, {"tensors", tensors}, {"elements", elements}, {"bytes", bytes}};
+    ck_.metadata["constants"] = {{"count", u.root->items.size()}, {"tensors", tensors}, {"elements", elements},
+                                 {"bytes", bytes}, {"items", std::move(items)}};
     uint64_t model_params = 0;
     for (const Tensor& t : ck_.tensors) model_params += t.kind == TensorKind::Parameter;
     const bool frozen = tensors > 0 && model_params == 0;
