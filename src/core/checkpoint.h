@@ -59,6 +59,7 @@ struct Module {
   std::string qualified_type;         // "torch.nn.modules.linear.Linear"
   std::optional<bool> training;
   std::string shared_with;            // set when this is a second path to a module listed earlier
+  nlohmann::ordered_json attributes = nlohmann::ordered_json::object();  // TorchScript: non-tensor attributes
 };
 
 struct Finding {

@@ -361,6 +361,10 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       out += ", \"shared_with\": ";
       put_string(out, r.shared_with);
     }
+    if (r.attributes) {
+      out += ", \"attributes\": ";
+      out += json_text(*r.attributes, -1);
+    }
   });
 
   put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {

@@ -110,6 +110,7 @@ Summary summarize(const Checkpoint& ck) {
     r.qualified_type = m.qualified_type;
     r.training = m.training;
     r.shared_with = m.shared_with;
+    if (!m.attributes.empty()) r.attributes = &m.attributes;
   }
   std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
   std::vector<size_t> rows;

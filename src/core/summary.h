@@ -42,6 +42,7 @@ struct ModuleRow {
   std::vector<std::string> dtypes;  // distinct dtype names, in first-seen order
   std::optional<bool> training;
   std::string shared_with;          // a second path to the module named here (counted once)
+  const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
 };
 
 struct Summary {

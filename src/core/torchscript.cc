@@ -206,6 +206,7 @@ class TsReader {
     if (seen != first_path_.end()) m.shared_with = seen->second;
     else first_path_.emplace(obj, path);
     ck_.modules.push_back(std::move(m));
+    const size_t index = ck_.modules.size() - 1;
     if (!on_path_.insert(obj).second) return;
     struct Leave {
       std::unordered_set<const Value*>& s;
@@ -230,6 +231,8 @@ class TsReader {
         ck_.tensors.push_back(std::move(t));
       } else if (is_module_object(v)) {
         walk(v, join_path(path, key), depth + 1, pkl);
+      } else if (key != "training" && key != "_is_full_backward_hook") {
+        ck_.modules[index].attributes[key] = plain_json(v, nullptr, 8, 1000);
       }
     }
   }
