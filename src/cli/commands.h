@@ -2,7 +2,9 @@
 // run_x(const XOptions&) returning the exit code. Tests construct the options structs directly.
 #pragma once
 
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +19,22 @@ struct SummaryOptions {
 
 void setup_summary(CLI::App& app, SummaryOptions& o);
 int run_summary(const SummaryOptions& o);
+
+struct CheckOptions {
+  std::string file;
+  bool json = false;
+  std::string fail_on = "error";  // info | warning | error | never
+  std::vector<std::string> only;  // rule ids (comma-separated or repeated)
+  std::vector<std::string> skip;
+};
+
+void setup_check(CLI::App& app, CheckOptions& o);
+int run_check(const CheckOptions& o);
+
+// A command line that parses but makes no sense (unknown rule id): exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);

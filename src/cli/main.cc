@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
              "4 the environment cannot do it. See man ckpt.");
   ckpt::cli::SummaryOptions summary;
   ckpt::cli::setup_summary(app, summary);
+  ckpt::cli::CheckOptions check;
+  ckpt::cli::setup_check(app, check);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,6 +32,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
+    if (app.got_subcommand("check")) return ckpt::cli::run_check(check);
+  } catch (const ckpt::cli::UsageError& e) {
+    fmt::print(stderr, "ckpt: error: {}\n", e.what());
+    return ckpt::kExitUsage;
   } catch (const ckpt::InputError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "ckpt: error: {}\n", e.render());

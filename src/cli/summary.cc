@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "core/reader.h"
 #include "core/render.h"
+#include "core/rules.h"
+#include "core/security.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
@@ -36,6 +38,9 @@ int run_summary(const SummaryOptions& o) {
   auto* owned = new Checkpoint(read_checkpoint(o.file));
   const Checkpoint& ck = *owned;
   Summary s = summarize(ck);
+  // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
+  for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == "zip" ? "data.pkl" : "pickle")})
+    s.findings.insert(s.findings.end(), more.begin(), more.end());
   const std::string format = o.json ? "json" : o.format;
   std::string out;
   if (format == "json") {

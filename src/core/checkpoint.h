@@ -62,6 +62,24 @@ struct Module {
   nlohmann::ordered_json attributes = nlohmann::ordered_json::object();  // TorchScript: non-tensor attributes
 };
 
+// TorchScript classes as declared in an archive's code/ (see torchscript.h).
+struct TsMethod {
+  std::string name;
+  std::vector<std::string> self_calls;  // methods of the same object it calls: (self).name( / self.name(
+  std::vector<std::pair<uint32_t, std::string>> body;  // (1-based line in its file, text without indent)
+};
+
+struct TsClass {
+  std::string qualified;                // "__torch__.torch.nn.modules.conv.Conv2d"
+  std::string base;                     // "Module", "object", ...
+  std::vector<std::string> parameters;  // __parameters__
+  std::vector<std::string> buffers;     // __buffers__
+  std::vector<std::pair<std::string, std::string>> attributes;  // name -> declared type
+  std::vector<TsMethod> methods;
+  std::string file;                     // "code/__torch__/torch/nn/modules/conv.py"
+  bool is_module() const { return base == "Module"; }
+};
+
 struct Finding {
   std::string id;
   Severity severity = Severity::Warning;
@@ -89,6 +107,7 @@ struct Checkpoint {
   nlohmann::ordered_json methods = nlohmann::ordered_json::array();  // TorchScript: compiled methods of the root
   std::vector<Finding> findings;
   std::vector<GlobalRef> globals;     // every global the pickles named
+  std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive
 };
 

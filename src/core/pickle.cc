@@ -61,10 +61,18 @@ Value* Value::get(std::string_view key) const {
 }
 
 std::string_view python3_module(std::string_view m) {
-  if (m == "__builtin__") return "builtins";
-  if (m == "copy_reg") return "copyreg";
-  if (m == "cPickle") return "pickle";
-  if (m == "exceptions") return "builtins";
+  // Python's _compat_pickle.IMPORT_MAPPING: what Python 3's unpickler really imports for these names.
+  static constexpr std::pair<std::string_view, std::string_view> kMap[] = {
+      {"__builtin__", "builtins"}, {"exceptions", "builtins"}, {"copy_reg", "copyreg"}, {"cPickle", "pickle"},
+      {"commands", "subprocess"}, {"httplib", "http.client"}, {"urllib2", "urllib.request"}, {"urlparse", "urllib.parse"},
+      {"thread", "_thread"}, {"Queue", "queue"}, {"SocketServer", "socketserver"}, {"ConfigParser", "configparser"},
+      {"repr", "reprlib"}, {"StringIO", "io"}, {"cStringIO", "io"}, {"UserDict", "collections"}, {"UserList", "collections"},
+      {"UserString", "collections"}, {"whichdb", "dbm"}, {"anydbm", "dbm"}, {"BaseHTTPServer", "http.server"},
+      {"SimpleHTTPServer", "http.server"}, {"CGIHTTPServer", "http.server"}, {"Cookie", "http.cookies"},
+      {"cookielib", "http.cookiejar"}, {"HTMLParser", "html.parser"}, {"xmlrpclib", "xmlrpc.client"},
+      {"SimpleXMLRPCServer", "xmlrpc.server"}, {"dummy_thread", "_dummy_thread"}, {"_winreg", "winreg"}};
+  for (const auto& [py2, py3] : kMap)
+    if (m == py2) return py3;
   return m;
 }
 
@@ -156,6 +164,7 @@ class Machine {
       : c_(data, start), heap_(heap), lim_(limits) {}
 
   Unpickled run();
+  const std::vector<GlobalRef>& globals() const { return out_.globals; }
 
  private:
   [[noreturn]] void fail(const std::string& msg) { c_.fail_at(op_at_, fmt::format("{}: {}", op_name_, msg)); }
@@ -277,7 +286,7 @@ class Machine {
     std::string_view m3 = python3_module(module);
     g->s = m3;
     heap_.ext(g)->name = name;
-    out_.globals.push_back(GlobalRef{std::string(m3), std::string(name), op_at_, stack});
+    out_.globals.push_back(GlobalRef{std::string(m3), std::string(name), op_at_, stack, op_name_});
     return g;
   }
   Value* object(ObjHow how, Value* callable, Value* args) {
@@ -516,6 +525,8 @@ Unpickled Machine::run() {
         auto vs = pop_mark();
         if (vs.empty()) fail("OBJ needs a class");
         Value* cls = vs.front();
+        if (cls->kind == PKind::Global)  // a call hidden behind OBJ: record it where it happens
+          out_.globals.push_back(GlobalRef{std::string(cls->s), std::string(cls->name()), op_at_, false, "OBJ"});
         push(object(ObjHow::Obj, cls, container(PKind::Tuple, std::vector<Value*>(vs.begin() + 1, vs.end()))));
         break;
       }
@@ -649,6 +660,8 @@ struct PlainWalker {
     if (q == "_codecs.encode" && a0 && a0->is_str()) return J(fmt::format("<{} bytes>", utf8_code_points(a0->s)));
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && !a0) return J("<0 bytes>");
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && a0 && a0->kind == PKind::Bytes) return (*this)(a0, depth + 1);
+    // TorchScript's list builders and type tags wrap a plain value.
+    if (a0 && (q.rfind("torch.jit._pickle.build_", 0) == 0 || q == "torch.jit._pickle.restore_type_tag")) return (*this)(a0, depth + 1);
     if (q == "copyreg._reconstructor" && a0) q = a0->qualified();
     J o = J::object();
     o["__class__"] = q.empty() ? "?" : q;
@@ -667,9 +680,14 @@ nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook, int max
   return w(v, 0);
 }
 
-Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) {
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen) {
   Machine m(data, start, heap, limits);
-  return m.run();
+  try {
+    return m.run();
+  } catch (const InputError&) {
+    if (seen) *seen = m.globals();
+    throw;
+  }
 }
 
 }  // namespace ckpt

@@ -101,6 +101,7 @@ struct GlobalRef {
   std::string name;
   uint64_t offset;
   bool stack_global;
+  const char* opcode = "GLOBAL";  // GLOBAL, STACK_GLOBAL, INST, EXT1/2/4, or OBJ (a class called by OBJ)
 };
 
 // Owns all values of one or more pickles: a bump allocator of trivially destructible nodes, plus the
@@ -153,8 +154,11 @@ nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook = nullpt
 // Decimal text of a BigInt value.
 std::string bigint_decimal(const Value* v);
 
-// Runs one pickle starting at `start` in `data`, allocating values in `heap`.
-Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits);
+// Runs one pickle starting at `start` in `data`, allocating values in `heap`. When it throws and
+// `seen` is given, the globals met before the error are left there: Python's unpickler would already
+// have imported (and maybe called) them, so a security scan reports them.
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits,
+                   std::vector<GlobalRef>* seen = nullptr);
 
 // Maps Python 2 module names to Python 3 ones (`__builtin__` -> `builtins`, `copy_reg` -> `copyreg`).
 std::string_view python3_module(std::string_view module);

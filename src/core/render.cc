@@ -412,6 +412,26 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
 
 }  // namespace
 
+void write_check_json(const std::string& file, const std::string& format, const std::vector<Finding>& findings,
+                      const size_t counts[3], const std::string& fail_on, bool failed, const std::string& read_error,
+                      std::FILE* f) {
+  using J = nlohmann::ordered_json;
+  J j;
+  j["schema"] = kCheckSchema;
+  j["file"] = file;
+  j["format"] = format.empty() ? J(nullptr) : J(format);
+  j["fail_on"] = fail_on;
+  j["failed"] = failed;
+  j["counts"] = J{{"error", counts[2]}, {"warning", counts[1]}, {"info", counts[0]}};
+  j["read_error"] = read_error.empty() ? J(nullptr) : J(read_error);
+  J fs = J::array();
+  for (const Finding& x : findings)
+    fs.push_back(J{{"id", x.id}, {"severity", to_string(x.severity)}, {"message", x.message}, {"fix", x.fix}, {"where", x.where}});
+  j["findings"] = std::move(fs);
+  const std::string out = json_text(j) + "\n";
+  std::fwrite(out.data(), 1, out.size(), f);
+}
+
 std::string summary_json_text(const Summary& s) {
   std::string out;
   summary_json(s, out, nullptr);

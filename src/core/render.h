@@ -27,6 +27,13 @@ void write_summary_json(const Summary& s, std::FILE* f);
 // JSON text; strings from pickles need not be valid UTF-8, so bad bytes become U+FFFD.
 std::string json_text(const nlohmann::ordered_json& j, int indent = 2);
 
+// The ckpt.check/1 document: findings (already filtered and ordered), counts by severity (info, warning,
+// error), the --fail-on level and verdict, and the read error when the file could not be read whole.
+constexpr const char* kCheckSchema = "ckpt.check/1";
+void write_check_json(const std::string& file, const std::string& format, const std::vector<Finding>& findings,
+                      const size_t counts[3], const std::string& fail_on, bool failed, const std::string& read_error,
+                      std::FILE* out);
+
 // Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
 std::string human_count(uint64_t n);
 // Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".

@@ -65,7 +65,9 @@ std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string
   TsClass* cls = nullptr;
   TsMethod* method = nullptr;
   size_t pos = 0;
+  uint32_t lineno = 0;
   while (pos <= source.size()) {
+    ++lineno;
     size_t nl = source.find('\n', pos);
     if (nl == std::string_view::npos) nl = source.size();
     std::string_view line = source.substr(pos, nl - pos);
@@ -107,7 +109,7 @@ std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string
       } else if (body.substr(0, 4) == "def ") {
         const size_t open = body.find('(');
         if (open == std::string_view::npos || open <= 4) continue;
-        cls->methods.push_back(TsMethod{std::string(body.substr(4, open - 4)), {}});
+        cls->methods.push_back(TsMethod{std::string(body.substr(4, open - 4)), {}, {}});
         method = &cls->methods.back();
       } else {
         const size_t colon = body.find(" : ");
@@ -120,7 +122,10 @@ std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string
       }
       continue;
     }
-    if (method) self_calls(line, method->self_calls);
+    if (method) {
+      self_calls(line, method->self_calls);
+      method->body.emplace_back(lineno, std::string(line.substr(ind)));
+    }
   }
   return classes;
 }
@@ -175,7 +180,11 @@ class TsReader {
       std::replace(module.begin(), module.end(), '/', '.');
       std::string storage;
       ByteView src = zip_.content(e, &storage, 64ull << 20);
-      for (TsClass& c : parse_torchscript_code(module, src.str(0, src.size()))) classes_.emplace(c.qualified, std::move(c));
+      for (TsClass& c : parse_torchscript_code(module, src.str(0, src.size()))) {
+        c.file = std::string(name.substr(pre_.size()));
+        ck_.ts_classes.push_back(c);
+        classes_.emplace(c.qualified, std::move(c));
+      }
     }
   }
 

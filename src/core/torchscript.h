@@ -26,21 +26,6 @@
 
 namespace ckpt {
 
-struct TsMethod {
-  std::string name;
-  std::vector<std::string> self_calls;  // methods of the same object it calls: (self).name( / self.name(
-};
-
-struct TsClass {
-  std::string qualified;                // "__torch__.torch.nn.modules.conv.Conv2d"
-  std::string base;                     // "Module", "object", ...
-  std::vector<std::string> parameters;  // __parameters__
-  std::vector<std::string> buffers;     // __buffers__
-  std::vector<std::pair<std::string, std::string>> attributes;  // name -> declared type
-  std::vector<TsMethod> methods;
-  bool is_module() const { return base == "Module"; }
-};
-
 // Parses the class declarations of one code/ file. `module` is the file's qualified module
 // ("__torch__.torch.nn.modules.conv" for code/__torch__/torch/nn/modules/conv.py).
 std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source);
