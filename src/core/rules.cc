@@ -40,17 +40,6 @@ const std::vector<RuleInfo>& rule_catalogue() {
 
 namespace {
 
-bool has_segment(std::string_view key, std::string_view seg) {
-  size_t pos = 0;
-  while (pos <= key.size()) {
-    size_t dot = key.find('.', pos);
-    if (dot == std::string_view::npos) dot = key.size();
-    if (key.substr(pos, dot - pos) == seg) return true;
-    pos = dot + 1;
-  }
-  return false;
-}
-
 std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) {
   return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
@@ -63,53 +52,65 @@ std::string names(const std::vector<std::string>& v, size_t n = 3) {
 }
 
 void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
-  std::vector<std::string> keys;
-  for (const Tensor& t : ck.tensors) keys.push_back(t.name);
-  if (keys.empty()) return;
-  auto with = [&](std::string_view seg) {
-    std::vector<std::string> hit;
-    for (const auto& k : keys) if (has_segment(k, seg)) hit.push_back(k);
-    return hit;
-  };
-  const auto compiled = with("_orig_mod");
+  if (ck.tensors.empty()) return;
+  // One pass over the keys, splitting each into segments once (100,000-entry files stay cheap).
+  std::vector<std::string> compiled, fabric, ac, fsdp, keys3;
+  bool all_module = true;
+  for (const Tensor& t : ck.tensors) {
+    const std::string& k = t.name;
+    if (keys3.size() < 3) keys3.push_back(k);
+    all_module &= k.rfind("module.", 0) == 0;
+    bool c = false, f = false, a = false, s = false;
+    size_t pos = 0;
+    while (pos <= k.size()) {
+      size_t dot = k.find('.', pos);
+      if (dot == std::string::npos) dot = k.size();
+      const std::string_view seg(k.data() + pos, dot - pos);
+      c |= seg == "_orig_mod";
+      f |= seg == "_forward_module" || seg == "_original_module";
+      a |= seg == "_checkpoint_wrapped_module";
+      s |= seg == "_fsdp_wrapped_module" || seg == "_flat_param" || seg == "flat_param";
+      pos = dot + 1;
+    }
+    if (c) compiled.push_back(k);
+    if (f) fabric.push_back(k);
+    if (a) ac.push_back(k);
+    if (s) fsdp.push_back(k);
+  }
+  const size_t nkeys = ck.tensors.size();
   if (!compiled.empty())
     out.push_back({"compiled-prefix", Severity::Warning,
                    fmt::format("{} of {} keys contain the _orig_mod segment of a torch.compile'd module ({}); "
                                "load_state_dict on the plain module reports them as unexpected",
-                               compiled.size(), keys.size(), names(compiled)),
+                               compiled.size(), nkeys, names(compiled)),
                    "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", first(compiled)});
-  if (std::all_of(keys.begin(), keys.end(), [](const std::string& k) { return k.rfind("module.", 0) == 0; }))
+  if (all_module)
     out.push_back({"ddp-prefix", Severity::Warning,
                    fmt::format("all {} keys start with 'module.' (saved from DataParallel / DistributedDataParallel / DeepSpeed)",
-                               keys.size()),
-                   "strip the 'module.' prefix, or save model.module.state_dict()", first(keys, 3)});
-  std::vector<std::string> fabric;
-  for (const auto& k : keys)
-    if (has_segment(k, "_forward_module") || has_segment(k, "_original_module")) fabric.push_back(k);
+                               nkeys),
+                   "strip the 'module.' prefix, or save model.module.state_dict()", keys3});
   if (!fabric.empty())
     out.push_back({"fabric-prefix", Severity::Warning,
                    fmt::format("{} keys carry Fabric's wrapper segment _forward_module / _original_module ({})", fabric.size(),
                                names(fabric)),
                    "strip the wrapper segment, or save through fabric.save, which unwraps the module", first(fabric)});
-  const auto ac = with("_checkpoint_wrapped_module");
   if (!ac.empty())
     out.push_back({"activation-checkpoint-prefix", Severity::Warning,
                    fmt::format("{} keys carry the _checkpoint_wrapped_module segment of checkpoint_wrapper ({}); note that "
                                "torch.compile rejects checkpoint(context_fn=...) unless an experimental flag is set",
                                ac.size(), names(ac)),
                    "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module", first(ac)});
-  std::vector<std::string> fsdp;
-  for (const auto& k : keys)
-    if (has_segment(k, "_fsdp_wrapped_module") || has_segment(k, "_flat_param") || has_segment(k, "flat_param")) fsdp.push_back(k);
   if (!fsdp.empty())
     out.push_back({"fsdp-sharded", Severity::Error,
                    fmt::format("{} keys are FSDP flat parameters or wrapped names ({}): this is a sharded / flattened state dict",
                                fsdp.size(), names(fsdp)),
                    "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", first(fsdp)});
   if (ck.content == "lightning") {
-    const std::string head = keys.front().substr(0, keys.front().find('.'));
-    const bool shared = head != keys.front() &&
-                        std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return k.rfind(head + ".", 0) == 0; });
+    const std::string& k0 = ck.tensors.front().name;
+    const std::string head = k0.substr(0, k0.find('.'));
+    const bool shared = head != k0 && std::all_of(ck.tensors.begin(), ck.tensors.end(), [&](const Tensor& t) {
+                          return t.name.size() > head.size() && t.name.compare(0, head.size(), head) == 0 && t.name[head.size()] == '.';
+                        });
     if (shared)
       out.push_back({"lightning-prefix", Severity::Info,
                      fmt::format("every state_dict key starts with '{}.', the LightningModule attribute holding the model", head),
