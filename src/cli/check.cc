@@ -42,6 +42,7 @@ void setup_check(CLI::App& app, CheckOptions& o) {
   for (const RuleInfo& r : rule_catalogue()) ids += std::string(ids.empty() ? "" : ", ") + r.id;
   sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)->type_name("IDS");
   sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS");
+  add_limit_option(sub, o);
 }
 
 int run_check(const CheckOptions& o) {
@@ -57,7 +58,7 @@ int run_check(const CheckOptions& o) {
       throw UsageError(fmt::format("--skip: unknown rule id '{}'", id));
   }
 
-  CheckResult result = run_checks(MappedFile::open(o.file), Limits{});  // cannot open: plain error, exit 3
+  CheckResult result = run_checks(MappedFile::open(o.file), o.resolve());  // cannot open: plain error, exit 3
   std::vector<Finding>& all = result.findings;
   const std::string& read_error = result.read_error;
   std::vector<Finding> findings;

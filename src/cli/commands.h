@@ -8,9 +8,23 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
+
 namespace ckpt::cli {
 
-struct SummaryOptions {
+// A command line that parses but makes no sense (unknown rule id): exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --limit NAME=VALUE, shared by the commands that read files.
+struct LimitOptions {
+  std::vector<std::string> limits;
+  Limits resolve() const;  // throws UsageError
+};
+void add_limit_option(CLI::App* sub, LimitOptions& o);
+
+struct SummaryOptions : LimitOptions {
   std::string file;
   int depth = 1;
   std::string format = "text";  // text | json | markdown
@@ -20,7 +34,7 @@ struct SummaryOptions {
 void setup_summary(CLI::App& app, SummaryOptions& o);
 int run_summary(const SummaryOptions& o);
 
-struct CheckOptions {
+struct CheckOptions : LimitOptions {
   std::string file;
   bool json = false;
   std::string fail_on = "error";  // info | warning | error | never
@@ -31,10 +45,7 @@ struct CheckOptions {
 void setup_check(CLI::App& app, CheckOptions& o);
 int run_check(const CheckOptions& o);
 
-// A command line that parses but makes no sense (unknown rule id): exit 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+
 
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);

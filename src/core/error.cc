@@ -22,4 +22,43 @@ std::string InputError::render() const {
   return clean;
 }
 
+namespace {
+struct LimitField {
+  const char* name;
+  uint64_t Limits::*field;
+};
+constexpr LimitField kLimitFields[] = {
+    {"pickle-depth", &Limits::pickle_depth}, {"memo-entries", &Limits::memo_entries},
+    {"string-bytes", &Limits::string_bytes}, {"pickle-ops", &Limits::pickle_ops},
+    {"pickle-bytes", &Limits::pickle_bytes}, {"zip-entries", &Limits::zip_entries},
+    {"tensors", &Limits::tensors},           {"walk-nodes", &Limits::walk_nodes},
+    {"inflate-bytes", &Limits::inflate_bytes}};
+}  // namespace
+
+std::string set_limit(Limits& limits, const std::string& name, const std::string& value) {
+  for (const LimitField& f : kLimitFields) {
+    if (name != f.name) continue;
+    uint64_t v = 0, scale = 1;
+    std::string digits = value;
+    if (!digits.empty() && (digits.back() == 'k' || digits.back() == 'K')) scale = 1ull << 10;
+    if (!digits.empty() && digits.back() == 'M') scale = 1ull << 20;
+    if (!digits.empty() && digits.back() == 'G') scale = 1ull << 30;
+    if (scale != 1) digits.pop_back();
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 15)
+      return fmt::format("limit {}: '{}' is not a number", name, value);
+    v = std::stoull(digits) * scale;
+    if (v == 0) return fmt::format("limit {}: must be positive", name);
+    limits.*f.field = v;
+    return "";
+  }
+  return fmt::format("unknown limit '{}' (known: {})", name, describe_limits());
+}
+
+std::string describe_limits() {
+  Limits d;
+  std::string out;
+  for (const LimitField& f : kLimitFields) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", f.name, d.*f.field);
+  return out;
+}
+
 }  // namespace ckpt

@@ -57,6 +57,14 @@ struct Limits {
   uint64_t zip_entries = 10'000'000;       // central directory records
   uint64_t tensors = 10'000'000;           // tensor entries in one checkpoint
   uint64_t walk_nodes = 100'000'000;       // objects visited while interpreting the unpickled graph
+  uint64_t inflate_bytes = 64ull << 20;    // one deflated member (TorchScript code/), after inflating
 };
+
+// Sets one limit by its command-line name (pickle-depth, memo-entries, string-bytes, pickle-ops,
+// pickle-bytes, zip-entries, tensors, walk-nodes, inflate-bytes); `value` may end in k, M or G (x1024).
+// Returns "" or what was wrong.
+std::string set_limit(Limits& limits, const std::string& name, const std::string& value);
+// "name=default, ..." for help texts.
+std::string describe_limits();
 
 }  // namespace ckpt

@@ -106,10 +106,11 @@ class Scanner {
                      "trusted source or re-save them as safetensors",
                      where});
     }
-    if (!unknown_.empty()) {
+    if (std::any_of(unknown_.begin(), unknown_.end(), [&](const auto& kv) { return !dangerous_.count(kv.first); })) {
       std::string names;
       std::vector<std::string> where;
       for (const auto& [global, w] : unknown_) {
+        if (dangerous_.count(global)) continue;  // named and then called through OBJ / INST: reported as dangerous
         names += (names.empty() ? "" : ", ") + global;
         where.push_back(w.front());
       }
@@ -152,7 +153,7 @@ class Scanner {
       ByteView content = raw;
       if (e.method != 0) {
         ZipEntry copy = e;
-        content = z.content(copy, &storage, lim_.pickle_bytes);
+        content = z.content(copy, &storage, std::min(lim_.pickle_bytes, lim_.inflate_bytes));
       }
       pickle(content.as_member(std::string(e.name)), 0, prefixed(label, std::string(e.name)), depth);
     }

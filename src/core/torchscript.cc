@@ -179,7 +179,7 @@ class TsReader {
       std::string module(name.substr(code.size(), name.size() - code.size() - 3));
       std::replace(module.begin(), module.end(), '/', '.');
       std::string storage;
-      ByteView src = zip_.content(e, &storage, 64ull << 20);
+      ByteView src = zip_.content(e, &storage, lim_.inflate_bytes);
       for (TsClass& c : parse_torchscript_code(module, src.str(0, src.size()))) {
         c.file = std::string(name.substr(pre_.size()));
         ck_.ts_classes.push_back(c);

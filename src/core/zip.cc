@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
+
 namespace ckpt {
 namespace {
 
@@ -114,6 +116,19 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
       c.fail_at(rec, fmt::format("entry '{}' at 0x{:x} with {} bytes runs past the central directory", e.name,
                                  e.local_header_offset, e.compressed_size));
     entries_.push_back(std::move(e));
+  }
+  // Entries may not share bytes: each local header starts after the previous entry's header and data.
+  std::vector<const ZipEntry*> by_offset;
+  by_offset.reserve(entries_.size());
+  for (const ZipEntry& e : entries_) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const ZipEntry* a, const ZipEntry* b) { return a->local_header_offset < b->local_header_offset; });
+  for (size_t k = 1; k < by_offset.size(); ++k) {
+    const ZipEntry& a = *by_offset[k - 1];
+    const ZipEntry& b = *by_offset[k];
+    if (a.local_header_offset + kLocalSize + a.name.size() + a.compressed_size > b.local_header_offset)
+      f.fail(b.central_offset, fmt::format("zip entries '{}' and '{}' overlap at 0x{:x}", std::string(a.name),
+                                           std::string(b.name), b.local_header_offset));
   }
   index_.reserve(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
