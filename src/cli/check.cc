@@ -40,8 +40,8 @@ void setup_check(CLI::App& app, CheckOptions& o) {
       ->default_val("error");
   std::string ids;
   for (const RuleInfo& r : rule_catalogue()) ids += std::string(ids.empty() ? "" : ", ") + r.id;
-  sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)->type_name("IDS");
-  sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS");
+  sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)->type_name("IDS")->expected(1)->allow_extra_args(false);
+  sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS")->expected(1)->allow_extra_args(false);
   add_limit_option(sub, o);
 }
 

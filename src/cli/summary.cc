@@ -31,7 +31,9 @@ Limits LimitOptions::resolve() const {
 
 void add_limit_option(CLI::App* sub, LimitOptions& o) {
   sub->add_option("--limit", o.limits, "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
-      ->type_name("NAME=VALUE");
+      ->type_name("NAME=VALUE")
+      ->expected(1)  // one value per --limit, so a following FILE is not swallowed
+      ->allow_extra_args(false);
 }
 
 void setup_summary(CLI::App& app, SummaryOptions& o) {

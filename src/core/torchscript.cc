@@ -163,6 +163,8 @@ class TsReader {
       const ZipEntry* e = zip_.find(member);
       if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
       s.member = e->name;
+      if (e->method != 0)
+        pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
       if (e->uncompressed_size < s.nbytes)
         pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
       s.present = true;
