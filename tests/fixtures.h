@@ -10,7 +10,8 @@
 namespace ckpt::test {
 
 std::filesystem::path testdata();
-// Every fixture that has an .expected.json beside it, in t113/, t26/ and ts113/ (sorted, stable).
+// Every fixture that has an .expected.json beside it, in t113/, t26/, ts113/ and formats/ (sorted, stable).
+// A fixture may be a directory (sharded checkpoints).
 struct Fixture {
   std::filesystem::path file;
   std::filesystem::path expected;

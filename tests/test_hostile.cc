@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/reader.h"
@@ -36,6 +37,7 @@ std::string try_read(const std::string& bytes, const std::string& name) {
 
 TEST_CASE("hostile: every fixture truncated at every length gives a clean error") {
   for (const auto& f : test::fixtures()) {
+    if (std::filesystem::is_directory(f.file)) continue;  // sharded: each shard is a fixture file of its own format
     CAPTURE(f.id);
     const std::string bytes = test::read_file(f.file);
     REQUIRE(try_read(bytes, f.id) == "");
@@ -54,6 +56,7 @@ TEST_CASE("hostile: every fixture truncated at every length gives a clean error"
 
 TEST_CASE("hostile: every fixture with each byte flipped gives a clean error or a result") {
   for (const auto& f : test::fixtures()) {
+    if (std::filesystem::is_directory(f.file)) continue;
     CAPTURE(f.id);
     std::string bytes = test::read_file(f.file);
     for (size_t pos = 0; pos < bytes.size(); ++pos) {

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <sstream>
 
@@ -58,7 +59,9 @@ int run_check(const CheckOptions& o) {
       throw UsageError(fmt::format("--skip: unknown rule id '{}'", id));
   }
 
-  CheckResult result = run_checks(MappedFile::open(o.file), o.resolve());  // cannot open: plain error, exit 3
+  std::error_code ec;
+  if (!std::filesystem::exists(o.file, ec)) (void)MappedFile::open(o.file);  // the plain "cannot open" error, exit 3
+  CheckResult result = run_checks(o.file, o.resolve());
   std::vector<Finding>& all = result.findings;
   const std::string& read_error = result.read_error;
   std::vector<Finding> findings;

@@ -39,6 +39,7 @@ struct Tensor {
   std::string qscheme;                // quantized: per_tensor_affine, ...
   std::string subclass;               // tensor subclass / unusual rebuild function, if any
   const Value* identity = nullptr;    // the pickle node (same node = same Python object)
+  std::string shard;                  // sharded checkpoints: the shard file holding it
 };
 
 struct Storage {
@@ -109,6 +110,7 @@ struct Checkpoint {
   std::vector<GlobalRef> globals;     // every global the pickles named
   std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive
+  std::vector<std::shared_ptr<void>> keep_alive;  // shards' files and heaps
 };
 
 const char* to_string(TensorState s);

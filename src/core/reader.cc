@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_map>
 
 #include "core/torch_pickle.h"
+#include "core/safetensors.h"
+#include "core/sharded.h"
 #include "core/torchscript.h"
 #include "core/zip.h"
 
@@ -168,8 +171,8 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
     read_torch_zip(ck, v, limits);
   } else if (v.size() > 262 && v.str(257, 5) == "ustar") {
     throw UnsupportedError(ck.path, "tar checkpoint from torch <= 0.1.9: not supported; re-save it with torch.save");
-  } else if (v.size() >= 9 && v.le<uint64_t>(0) < 100'000'000 && v.u8(8) == '{') {
-    throw UnsupportedError(ck.path, "safetensors file: not supported yet");
+  } else if (looks_like_safetensors(v)) {
+    read_safetensors(ck, v, limits);
   } else if (looks_like_pickle(v)) {
     read_pickle(ck, v, limits);
   } else {
@@ -179,6 +182,13 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
 }
 
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
+  if (is_index_path(path)) return read_sharded(path, limits);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    const std::string index = find_index(path);
+    if (index.empty()) throw InputError(path, "is a directory with no *.index.json (sharded checkpoint) in it");
+    return read_sharded(index, limits);
+  }
   return read_checkpoint(MappedFile::open(path), limits);
 }
 

@@ -46,6 +46,8 @@ const char* format_title(const Checkpoint& ck) {
   if (ck.format == "lightning") return ck.container == "zip" ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
   if (ck.format == "torchscript") return "TorchScript archive";
   if (ck.format == "pickle") return "pickle";
+  if (ck.format == "safetensors") return "safetensors";
+  if (ck.format == "sharded") return "sharded checkpoint (index + shards)";
   return "unknown";
 }
 
@@ -78,6 +80,14 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const Storage& st : ck.storages) storages += st.in_model;
   content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
   line("Content", content);
+  if (ck.metadata.contains("shards")) {
+    std::vector<std::string> sh;
+    for (const auto& x : ck.metadata["shards"])
+      sh.push_back(fmt::format("{} ({} tensors)", x["file"].get<std::string>(), x["tensors"].get<uint64_t>()));
+    line("Shards", join(sh, ", "));
+  }
+  if (ck.metadata.contains("__metadata__") && ck.metadata["__metadata__"].is_object() && !ck.metadata["__metadata__"].empty())
+    line("Metadata", json_text(ck.metadata["__metadata__"], -1));
   if (ck.format == "torchscript") {
     std::vector<std::string> ms;
     for (const auto& m : ck.methods) {
@@ -391,6 +401,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     put_string(out, t.layout);
     if (!t.qscheme.empty()) { out += ", \"qscheme\": "; put_string(out, t.qscheme); }
     if (!t.subclass.empty()) { out += ", \"subclass\": "; put_string(out, t.subclass); }
+    if (!t.shard.empty()) { out += ", \"shard\": "; put_string(out, t.shard); }
   });
 
   put_array(out, flush, "warnings", s.findings, [&](const Finding& f) {

@@ -7,6 +7,9 @@
 
 #include "core/reader.h"
 #include "core/security.h"
+#include "core/sharded.h"
+
+#include <filesystem>
 #include "core/summary.h"
 
 namespace ckpt {
@@ -218,6 +221,31 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
     if (r.read_error.empty()) r.read_error = e.render();
+  }
+  return r;
+}
+
+CheckResult run_checks(const std::string& path, const Limits& limits) {
+  std::error_code ec;
+  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return run_checks(MappedFile::open(path), limits);
+  CheckResult r;
+  try {
+    Checkpoint ck = read_checkpoint(path, limits);
+    r.format = ck.format;
+    r.findings = summarize(ck).findings;
+    auto m = model_findings(ck);
+    r.findings.insert(r.findings.end(), m.begin(), m.end());
+    // The security scan of every shard; its locations name the shard.
+    const std::filesystem::path dir = std::filesystem::path(is_index_path(path) ? path : find_index(path)).parent_path();
+    for (const auto& s : ck.metadata["shards"]) {
+      const std::string shard = s["file"].get<std::string>();
+      for (Finding f : security_findings(*MappedFile::open((dir / shard).string()), limits)) {
+        for (auto& w : f.where) w = shard + ":" + w;
+        r.findings.push_back(std::move(f));
+      }
+    }
+  } catch (const InputError& e) {
+    r.read_error = e.render();
   }
   return r;
 }

@@ -34,5 +34,7 @@ struct CheckResult {
   std::string read_error;
 };
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits);
+// By path: a file, or a sharded checkpoint (directory or *.index.json) whose every shard is scanned.
+CheckResult run_checks(const std::string& path, const Limits& limits);
 
 }  // namespace ckpt

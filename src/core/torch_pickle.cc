@@ -552,16 +552,17 @@ void TorchInterpreter::interpret(const Value* root) {
   } else {
     collect(root, "", 0);
   }
-  if (ck_.modules.empty()) {
-    // State dicts: parameter vs buffer is inferred from the name (or an integer / bool dtype).
-    for (Tensor& t : ck_.tensors) {
-      if (!t.kind_inferred) continue;
-      std::string_view leaf = t.name;
-      if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
-      const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool ||
+  if (ck_.modules.empty()) infer_kinds(ck_.tensors);
+}
+
+void infer_kinds(std::vector<Tensor>& tensors) {
+  for (Tensor& t : tensors) {
+    if (!t.kind_inferred) continue;
+    std::string_view leaf = t.name;
+    if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
+    const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool ||
                                       t.dtype->cls == DTypeClass::Bits);
-      t.kind = buffer_name(leaf) || int_like ? TensorKind::Buffer : TensorKind::Parameter;
-    }
+    t.kind = buffer_name(leaf) || int_like ? TensorKind::Buffer : TensorKind::Parameter;
   }
 }
 

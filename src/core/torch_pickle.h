@@ -60,6 +60,10 @@ class TorchInterpreter {
   bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
 };
 
+// State dicts that do not say which entries are buffers: a well-known buffer name (running_mean, ...) or
+// an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in README).
+void infer_kinds(std::vector<Tensor>& tensors);
+
 // Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
 std::string join_path(const std::string& a, const std::string& b);
 

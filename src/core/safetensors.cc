@@ -1,0 +1,154 @@
+#include "core/safetensors.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <unordered_set>
+
+#include "core/torch_pickle.h"
+
+namespace ckpt {
+namespace {
+
+struct StDType {
+  std::string_view st, torch;
+};
+constexpr std::array<StDType, 20> kStDTypes{{
+    {"BOOL", "bool"}, {"U8", "uint8"}, {"I8", "int8"}, {"I16", "int16"}, {"U16", "uint16"}, {"F16", "float16"},
+    {"BF16", "bfloat16"}, {"I32", "int32"}, {"U32", "uint32"}, {"F32", "float32"}, {"C64", "complex64"},
+    {"F64", "float64"}, {"I64", "int64"}, {"U64", "uint64"}, {"F8_E5M2", "float8_e5m2"}, {"F8_E4M3", "float8_e4m3fn"},
+    {"F8_E8M0", "float8_e8m0fnu"}, {"F8_E4M3FNUZ", "float8_e4m3fnuz"}, {"F8_E5M2FNUZ", "float8_e5m2fnuz"},
+    {"F4", "float4_e2m1fn_x2"},
+}};
+
+constexpr uint64_t kMaxHeader = 100'000'000;  // the reference implementation's MAX_HEADER_SIZE
+
+struct Entry {
+  std::string name;
+  const DType* dtype;
+  std::vector<int64_t> shape;
+  uint64_t numel, begin, end;
+};
+
+}  // namespace
+
+bool looks_like_safetensors(const ByteView& f) {
+  // A JSON object right after a plausible length; an over-long length is then refused with its reason.
+  return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
+}
+
+void read_safetensors(Checkpoint& ck, const ByteView& f, const Limits& limits) {
+  ck.format = "safetensors";
+  ck.container = "safetensors";
+  ck.content = "state_dict";
+  const uint64_t n = f.le<uint64_t>(0);
+  if (n > kMaxHeader || n > limits.string_bytes)
+    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n, std::min(kMaxHeader, limits.string_bytes)));
+  if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
+  const std::string_view text = f.str(8, n);
+  const uint64_t data_start = 8 + n;
+  auto header = f.sub(8, n).as_member("header");
+
+  // Duplicate names are invalid, but a JSON object keeps only the last: catch them while parsing.
+  std::unordered_set<std::string> seen;
+  std::string duplicate;
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text.begin(), text.end(),
+                                      [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
+                                        if (depth == 1 && ev == nlohmann::ordered_json::parse_event_t::key) {
+                                          const std::string k = v.get<std::string>();
+                                          if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
+                                        }
+                                        return true;
+                                      });
+  } catch (const nlohmann::ordered_json::parse_error& e) {
+    header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON");
+  }
+  if (!duplicate.empty()) header.fail(0, fmt::format("duplicate tensor name '{}' in the header", duplicate));
+  if (!j.is_object()) header.fail(0, "header is not a JSON object");
+
+  std::vector<Entry> entries;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) header.fail(0, "__metadata__ is not an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m)
+        if (!m->is_string()) header.fail(0, fmt::format("__metadata__ value '{}' is not a string", m.key()));
+      ck.metadata["__metadata__"] = v;
+      continue;
+    }
+    if (entries.size() >= limits.tensors) header.fail(0, fmt::format("more than {} tensors", limits.tensors));
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      header.fail(0, fmt::format("tensor '{}' lacks dtype, shape or data_offsets", name));
+    const auto& dt = v["dtype"];
+    const DType* dtype = nullptr;
+    if (dt.is_string())
+      for (const auto& d : kStDTypes)
+        if (d.st == dt.get<std::string>()) dtype = dtype_by_name(d.torch);
+    if (!dtype) header.fail(0, fmt::format("tensor '{}' has unknown dtype {}", name, dt.dump()));
+    Entry e{name, dtype, {}, 1, 0, 0};
+    if (!v["shape"].is_array()) header.fail(0, fmt::format("tensor '{}': shape is not a list", name));
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        header.fail(0, fmt::format("tensor '{}': shape {} holds a negative or non-integer size", name, v["shape"].dump()));
+      e.shape.push_back(d.get<int64_t>());
+      if (mul_overflows(e.numel, static_cast<uint64_t>(d.get<int64_t>()), &e.numel) || e.numel > (1ull << 62))
+        header.fail(0, fmt::format("tensor '{}': shape {} overflows", name, v["shape"].dump()));
+    }
+    const auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      header.fail(0, fmt::format("tensor '{}': data_offsets is not [begin, end]", name));
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    const uint64_t need = dtype_bytes(*dtype, e.numel);
+    if (e.end < e.begin || e.end - e.begin != need)
+      header.fail(0, fmt::format("tensor '{}': data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", name, e.begin,
+                                 e.end, e.end >= e.begin ? e.end - e.begin : 0, v["shape"].dump(), dtype->name, need));
+    entries.push_back(std::move(e));
+  }
+
+  // The tensors must tile the data region exactly.
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
+  uint64_t at = 0;
+  for (const Entry* e : order) {
+    if (e->begin > at) header.fail(0, fmt::format("gap of {} bytes before tensor '{}' at data offset {}", e->begin - at, e->name, at));
+    if (e->begin < at) header.fail(0, fmt::format("tensor '{}' at data offset {} overlaps the tensor before it (which ends at {})", e->name, e->begin, at));
+    at = e->end;
+  }
+  const uint64_t data_size = f.size() - data_start;
+  if (at > data_size) f.fail(f.size(), fmt::format("data ends at {} bytes but the tensors need {} (truncated)", data_size, at));
+  if (at < data_size) f.fail(data_start + at, fmt::format("{} trailing bytes after the last tensor", data_size - at));
+
+  ck.records.emplace_back("header_bytes", std::to_string(n));
+  for (const Entry* e : order) {
+    Tensor t;
+    t.name = e->name;
+    t.dtype = e->dtype;
+    t.shape = e->shape;
+    t.stride.assign(e->shape.size(), 1);
+    for (size_t k = e->shape.size(); k-- > 1;) t.stride[k - 1] = t.stride[k] * std::max<int64_t>(e->shape[k], 1);
+    t.numel = static_cast<int64_t>(e->numel);
+    t.bytes = e->end - e->begin;
+    t.storage = e->name;
+    t.device = "cpu";
+    ck.tensors.push_back(std::move(t));
+    Storage s;
+    s.key = e->name;
+    s.dtype = e->dtype;
+    s.numel = e->numel;
+    s.nbytes = e->end - e->begin;
+    s.device = "cpu";
+    s.file_offset = data_start + e->begin;
+    s.present = true;
+    s.in_model = true;
+    ck.storages.push_back(std::move(s));
+  }
+  infer_kinds(ck.tensors);
+}
+
+}  // namespace ckpt

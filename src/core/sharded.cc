@@ -1,0 +1,103 @@
+#include "core/sharded.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/reader.h"
+
+namespace ckpt {
+
+namespace fs = std::filesystem;
+
+bool is_index_path(const std::string& path) {
+  return path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0;
+}
+
+std::string find_index(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && is_index_path(e.path().filename().string())) found.push_back(e.path().string());
+  std::sort(found.begin(), found.end());
+  // Prefer safetensors when a directory carries both (as transformers does).
+  for (const auto& f : found)
+    if (f.find("safetensors") != std::string::npos) return f;
+  return found.empty() ? std::string() : found.front();
+}
+
+Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
+  auto file = MappedFile::open(index_path);
+  const ByteView v = file->view();
+  if (v.size() > limits.string_bytes) v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
+  const std::string_view text = v.str(0, v.size());
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text.begin(), text.end());
+  } catch (const nlohmann::ordered_json::parse_error& e) {
+    v.fail(e.byte > 0 ? e.byte - 1 : 0, "index is not valid JSON");
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    v.fail(0, "index has no weight_map object");
+
+  Checkpoint ck;
+  ck.file = file;
+  ck.path = index_path;
+  ck.format = "sharded";
+  ck.content = "state_dict";
+  ck.file_size = file->size();
+  std::map<std::string, std::string> where;  // tensor -> shard
+  std::vector<std::string> shards;           // in first-mention order
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
+    const std::string shard = it->get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." || shard == "..")
+      v.fail(0, fmt::format("weight_map entry '{}' names '{}', which is not a file beside the index", it.key(), shard));
+    where[it.key()] = shard;
+    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+  }
+  if (j.contains("metadata")) ck.metadata["index_metadata"] = j["metadata"];
+
+  const fs::path dir = fs::path(index_path).parent_path();
+  nlohmann::ordered_json shard_info = nlohmann::ordered_json::array();
+  std::set<std::string> held;
+  for (const std::string& shard : shards) {
+    const fs::path p = dir / shard;
+    if (!fs::is_regular_file(p)) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
+    Checkpoint part = read_checkpoint(p.string(), limits);
+    ck.container = part.format;
+    ck.file_size += part.file_size;
+    uint64_t bytes = 0;
+    for (Tensor& t : part.tensors) {
+      auto it = where.find(t.name);
+      if (it == where.end())
+        throw InputError(p.string(), fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
+      if (it->second != shard)
+        throw InputError(p.string(), fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard, it->second));
+      held.insert(t.name);
+      bytes += t.bytes;
+      t.storage = shard + ":" + t.storage;
+      t.shard = shard;
+      ck.tensors.push_back(std::move(t));
+    }
+    for (Storage& s : part.storages) {
+      s.key = shard + ":" + s.key;
+      ck.storages.push_back(std::move(s));
+    }
+    for (Finding& f : part.findings) ck.findings.push_back(std::move(f));
+    for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
+    shard_info.push_back({{"file", shard}, {"format", part.format}, {"tensors", part.tensors.size()}, {"bytes", bytes}});
+    ck.keep_alive.push_back(part.file);
+    if (part.heap) ck.keep_alive.push_back(part.heap);
+    for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
+  }
+  for (const auto& [tensor, shard] : where)
+    if (!held.count(tensor)) v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", tensor, shard));
+  ck.metadata["shards"] = std::move(shard_info);
+  return ck;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,20 @@
+// Hugging Face sharded checkpoints: `model.safetensors.index.json` / `pytorch_model.bin.index.json`
+//   {"metadata": {"total_size": N}, "weight_map": {"<tensor>": "<shard file>", ...}}
+// beside the shards. Every shard is read with the ordinary readers and checked against the map: a
+// missing shard, a tensor in another shard than the map says, or a mapped tensor no shard holds is an
+// error naming the index, the shard and the tensor.
+#pragma once
+
+#include <string>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+
+namespace ckpt {
+
+// The index file inside a directory (the first *.index.json with a weight_map), or "" when none.
+std::string find_index(const std::string& dir);
+bool is_index_path(const std::string& path);
+Checkpoint read_sharded(const std::string& index_path, const Limits& limits);
+
+}  // namespace ckpt
