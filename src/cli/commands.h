@@ -47,6 +47,16 @@ int run_check(const CheckOptions& o);
 
 
 
+struct DiffCliOptions : LimitOptions {
+  std::string a, b;
+  bool values = false;
+  double atol = 0.0, rtol = 0.0;
+  bool json = false;
+};
+
+void setup_diff(CLI::App& app, DiffCliOptions& o);
+int run_diff(const DiffCliOptions& o);
+
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);
 

@@ -13,7 +13,7 @@
 #endif
 
 int main(int argc, char** argv) {
-  CLI::App app{"ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt) without Python\n"
+  CLI::App app{"ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, safetensors) without Python\n"
                "and without executing anything the file contains.",
                "ckpt"};
   app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   ckpt::cli::setup_summary(app, summary);
   ckpt::cli::CheckOptions check;
   ckpt::cli::setup_check(app, check);
+  ckpt::cli::DiffCliOptions diff;
+  ckpt::cli::setup_diff(app, diff);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
     if (app.got_subcommand("check")) return ckpt::cli::run_check(check);
+    if (app.got_subcommand("diff")) return ckpt::cli::run_diff(diff);
   } catch (const ckpt::cli::UsageError& e) {
     fmt::print(stderr, "ckpt: error: {}\n", e.what());
     return ckpt::kExitUsage;

@@ -49,7 +49,9 @@ struct Storage {
   uint64_t nbytes = 0;
   std::string device;
   std::string_view member;            // zip entry holding the bytes, viewing the mapped file ("" for legacy streams)
-  uint64_t file_offset = 0;           // legacy streams: where the bytes begin (0 = not located)
+  uint64_t file_offset = 0;           // legacy / safetensors: where the bytes begin (0 = not located)
+  uint64_t local_header = UINT64_MAX; // zip archives: the member's local header (data follows it)
+  const MappedFile* source = nullptr; // the file holding the bytes when not the checkpoint's own (shards)
   bool present = false;               // the bytes are in the file
   bool in_model = false;              // referenced by the model (not only by optimizer state)
 };

@@ -70,6 +70,7 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
     const ZipEntry* e = zip.find(member);
     if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
     s.member = e->name;
+    s.local_header = e->local_header_offset;
     if (e->uncompressed_size < s.nbytes)
       pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member,
                                        e->uncompressed_size));

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/diff.h"
 #include "core/summary.h"
 
 namespace ckpt {
@@ -33,6 +34,13 @@ constexpr const char* kCheckSchema = "ckpt.check/1";
 void write_check_json(const std::string& file, const std::string& format, const std::vector<Finding>& findings,
                       const size_t counts[3], const std::string& fail_on, bool failed, const std::string& read_error,
                       std::FILE* out);
+
+// `ckpt diff`: text, and the ckpt.diff/1 document.
+constexpr const char* kDiffSchema = "ckpt.diff/1";
+std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
+                             const DiffResult& r, const DiffOptions& o);
+std::string diff_json_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
+                           const DiffResult& r, const DiffOptions& o);
 
 // Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
 std::string human_count(uint64_t n);

@@ -103,7 +103,10 @@ void read_safetensors(Checkpoint& ck, const ByteView& f, const Limits& limits) {
       header.fail(0, fmt::format("tensor '{}': data_offsets is not [begin, end]", name));
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    const uint64_t need = dtype_bytes(*dtype, e.numel);
+    // F4 counts 4-bit values (two per byte); every other dtype whole elements.
+    const bool nibbles = dt.get<std::string>() == "F4";
+    if (nibbles && e.numel % 2) header.fail(0, fmt::format("tensor '{}': F4 shape {} holds an odd number of values", name, v["shape"].dump()));
+    const uint64_t need = nibbles ? e.numel / 2 : dtype_bytes(*dtype, e.numel);
     if (e.end < e.begin || e.end - e.begin != need)
       header.fail(0, fmt::format("tensor '{}': data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", name, e.begin,
                                  e.end, e.end >= e.begin ? e.end - e.begin : 0, v["shape"].dump(), dtype->name, need));

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/dtype.h"
+#include "core/safetensors.h"
 #include "core/zip.h"
 
 namespace ckpt {
@@ -83,6 +84,7 @@ class Scanner {
   void file(const ByteView& v, const std::string& label, int depth) {
     if (depth > 4) return;
     if (looks_like_zip(v)) return zip(v, label, depth);
+    if (looks_like_safetensors(v)) return;  // JSON and raw bytes: no pickle, nothing to import
     // Legacy streams are several pickles back to back; a bare pickle is one. Scan while pickles parse.
     uint64_t pos = 0;
     for (int k = 0; k < 5 && pos < v.size(); ++k) {

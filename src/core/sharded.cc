@@ -25,7 +25,7 @@ std::string find_index(const std::string& dir) {
   std::sort(found.begin(), found.end());
   // Prefer safetensors when a directory carries both (as transformers does).
   for (const auto& f : found)
-    if (f.find("safetensors") != std::string::npos) return f;
+    if (fs::path(f).filename().string().find("safetensors") != std::string::npos) return f;
   return found.empty() ? std::string() : found.front();
 }
 
@@ -50,7 +50,7 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
   ck.content = "state_dict";
   ck.file_size = file->size();
   std::map<std::string, std::string> where;  // tensor -> shard
-  std::vector<std::string> shards;           // in first-mention order
+  std::vector<std::string> shards;           // sorted by file name
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
     const std::string shard = it->get<std::string>();
@@ -59,6 +59,7 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
     where[it.key()] = shard;
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
   }
+  std::sort(shards.begin(), shards.end());
   if (j.contains("metadata")) ck.metadata["index_metadata"] = j["metadata"];
 
   const fs::path dir = fs::path(index_path).parent_path();
@@ -85,6 +86,7 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
     }
     for (Storage& s : part.storages) {
       s.key = shard + ":" + s.key;
+      if (!s.source) s.source = part.file.get();  // kept alive through keep_alive below
       ck.storages.push_back(std::move(s));
     }
     for (Finding& f : part.findings) ck.findings.push_back(std::move(f));

@@ -163,6 +163,7 @@ class TsReader {
       const ZipEntry* e = zip_.find(member);
       if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
       s.member = e->name;
+      s.local_header = e->local_header_offset;
       if (e->method != 0)
         pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
       if (e->uncompressed_size < s.nbytes)

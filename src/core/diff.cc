@@ -1,0 +1,187 @@
+#include "core/diff.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+namespace ckpt {
+namespace {
+
+double half_to_double(uint16_t h) {
+  const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  double v;
+  if (exp == 0) v = std::ldexp(mant, -24);
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = std::ldexp(mant + 1024, exp - 25);
+  return sign ? -v : v;
+}
+
+// One element as float64, or nullopt when the dtype has no plain numeric value (complex, quantized, fp8).
+std::optional<double> element(const DType& d, const uint8_t* p) {
+  const std::string_view n = d.name;
+  auto rd = [&](auto x) { std::memcpy(&x, p, sizeof(x)); return x; };
+  if (n == "float32") return rd(float{});
+  if (n == "float64") return rd(double{});
+  if (n == "float16") return half_to_double(rd(uint16_t{}));
+  if (n == "bfloat16") { uint32_t u = static_cast<uint32_t>(rd(uint16_t{})) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+  if (n == "int8") return rd(int8_t{});
+  if (n == "uint8" || n == "bool") return rd(uint8_t{});
+  if (n == "int16") return rd(int16_t{});
+  if (n == "uint16") return rd(uint16_t{});
+  if (n == "int32") return rd(int32_t{});
+  if (n == "uint32") return rd(uint32_t{});
+  if (n == "int64") return static_cast<double>(rd(int64_t{}));
+  if (n == "uint64") return static_cast<double>(rd(uint64_t{}));
+  return std::nullopt;
+}
+
+bool numeric(const DType* d) {
+  static const uint8_t zero[16] = {};
+  return d && element(*d, zero).has_value();
+}
+
+// Where a tensor's storage bytes are in its file (nullptr when it has none: meta, lazy, missing).
+const uint8_t* storage_bytes(const Checkpoint& ck, const Tensor& t, std::unordered_map<std::string, const Storage*>& index) {
+  if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != "strided") return nullptr;
+  if (index.empty())
+    for (const Storage& s : ck.storages) index.emplace(s.key, &s);
+  auto it = index.find(t.storage);
+  if (it == index.end() || !it->second->present) return nullptr;
+  const Storage& s = *it->second;
+  const MappedFile* f = s.source ? s.source : ck.file.get();
+  const ByteView v = f->view();
+  uint64_t off = s.file_offset;
+  if (s.local_header != UINT64_MAX)
+    off = s.local_header + 30 + v.le<uint16_t>(s.local_header + 26) + v.le<uint16_t>(s.local_header + 28);
+  return v.sub(off, s.nbytes, "storage data").data();
+}
+
+// Calls fn(byte offset of element) for every element in row-major order.
+template <typename Fn>
+void for_each_element(const Tensor& t, Fn&& fn) {
+  const size_t nd = t.shape.size();
+  const uint64_t item = t.dtype->itemsize;
+  if (t.numel == 0) return;
+  std::vector<int64_t> idx(nd, 0);
+  for (int64_t k = 0; k < t.numel; ++k) {
+    int64_t off = t.offset;
+    for (size_t d = 0; d < nd; ++d) off += idx[d] * t.stride[d];
+    fn(static_cast<uint64_t>(off) * item);
+    for (size_t d = nd; d-- > 0;) {
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
+  DiffResult r;
+  std::unordered_map<std::string, size_t> in_a, in_b;
+  for (size_t k = 0; k < A.tensors.size(); ++k) in_a.emplace(A.tensors[k].name, k);
+  for (size_t k = 0; k < B.tensors.size(); ++k) in_b.emplace(B.tensors[k].name, k);
+  size_t exact = 0;
+  for (const auto& [name, k] : in_a) exact += in_b.count(name);
+  r.keys_equal = exact == in_a.size() && exact == in_b.size();
+
+  // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
+  if (!r.keys_equal) {
+    std::map<std::pair<std::string, std::string>, size_t> votes;
+    auto candidates = [](const std::string& key) {
+      std::vector<std::string> out;
+      for (size_t dot = key.find('.'); dot != std::string::npos && out.size() < 3; dot = key.find('.', dot + 1))
+        out.push_back(key.substr(0, dot + 1));
+      return out;
+    };
+    for (const auto& [name, k] : in_b)
+      for (const auto& p : candidates(name))
+        if (in_a.count(name.substr(p.size()))) ++votes[{"b_adds", p}];
+    for (const auto& [name, k] : in_a)
+      for (const auto& p : candidates(name))
+        if (in_b.count(name.substr(p.size()))) ++votes[{"b_removes", p}];
+    std::pair<std::string, std::string> best;
+    size_t best_n = 0;
+    for (const auto& [key, n] : votes)
+      if (n > best_n) { best = key; best_n = n; }
+    if (best_n > exact) {
+      r.prefix_op = best.first;
+      r.prefix = best.second;
+    }
+  }
+  auto partner = [&](const std::string& a_name) -> const Tensor* {
+    std::string b_name = a_name;
+    if (r.prefix_op == "b_adds") b_name = r.prefix + a_name;
+    if (r.prefix_op == "b_removes") {
+      if (a_name.compare(0, r.prefix.size(), r.prefix) != 0) return nullptr;
+      b_name = a_name.substr(r.prefix.size());
+    }
+    auto it = in_b.find(b_name);
+    return it == in_b.end() ? nullptr : &B.tensors[it->second];
+  };
+
+  std::unordered_map<std::string, const Storage*> index_a, index_b;
+  std::unordered_map<const Tensor*, bool> matched_b;
+  for (const Tensor& ta : A.tensors) {
+    const Tensor* tb = partner(ta.name);
+    if (!tb) {
+      r.only_in_a.push_back(ta.name);
+      continue;
+    }
+    matched_b[tb] = true;
+    ++r.paired;
+    TensorDiff d;
+    d.a = ta.name;
+    d.b = tb->name;
+    d.dtype_a = ta.dtype ? std::string(ta.dtype->name) : "?";
+    d.dtype_b = tb->dtype ? std::string(tb->dtype->name) : "?";
+    d.shape_a = ta.shape;
+    d.shape_b = tb->shape;
+    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && ta.state == tb->state;
+    if (o.values && ta.shape == tb->shape && ta.state == tb->state) {
+      const uint8_t* pa = storage_bytes(A, ta, index_a);
+      const uint8_t* pb = storage_bytes(B, *tb, index_b);
+      if (pa && pb) {
+        d.compared = true;
+        ++r.compared;
+        d.comparable = numeric(ta.dtype) && numeric(tb->dtype);
+        std::vector<uint64_t> offs_b;
+        offs_b.reserve(static_cast<size_t>(tb->numel));
+        for_each_element(*tb, [&](uint64_t off) { offs_b.push_back(off); });
+        size_t k = 0;
+        for_each_element(ta, [&](uint64_t off) {
+          const uint64_t ob = offs_b[k++];
+          if (!d.comparable) {
+            if (std::memcmp(pa + off, pb + ob, ta.dtype->itemsize) != 0) d.values_equal = d.within = false;
+            return;
+          }
+          const double x = *element(*ta.dtype, pa + off), y = *element(*tb->dtype, pb + ob);
+          if (x == y || (std::isnan(x) && std::isnan(y))) return;
+          d.values_equal = false;
+          const double diff = std::fabs(x - y);
+          if (!(diff <= o.atol + o.rtol * std::fabs(y))) d.within = false;
+          if (std::isnan(diff) || diff > d.max_abs) d.max_abs = std::isnan(diff) ? INFINITY : diff;
+          if (y != 0 && diff / std::fabs(y) > d.max_rel) d.max_rel = diff / std::fabs(y);
+        });
+        r.max_abs = std::max(r.max_abs, d.max_abs);
+      }
+    }
+    if (!same_meta || !d.values_equal) r.changed.push_back(std::move(d));
+  }
+  for (const Tensor& tb : B.tensors)
+    if (!matched_b.count(&tb)) r.only_in_b.push_back(tb.name);
+
+  const bool structure = r.keys_equal && r.only_in_a.empty() && r.only_in_b.empty() &&
+                         std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) {
+                           return d.dtype_a == d.dtype_b && d.shape_a == d.shape_b;
+                         });
+  r.equal = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.values_equal; });
+  r.within_tolerance = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.within; });
+  return r;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,45 @@
+// `ckpt diff A B`: which keys only one side has, dtype and shape changes, a prefix that explains renames
+// (B is A with `_orig_mod.` added), and with values the largest absolute / relative difference per
+// tensor, read straight from both mapped files one element at a time (neither file is loaded whole).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+
+namespace ckpt {
+
+struct DiffOptions {
+  bool values = false;
+  double atol = 0.0;
+  double rtol = 0.0;
+};
+
+struct TensorDiff {
+  std::string a, b;  // names on each side
+  std::string dtype_a, dtype_b;
+  std::vector<int64_t> shape_a, shape_b;
+  bool compared = false;                // values were compared
+  bool comparable = true;               // dtypes convertible to float64 (else bytes compared)
+  double max_abs = 0.0, max_rel = 0.0;  // float64, B is the reference for max_rel (b != 0 only)
+  bool values_equal = true;             // bitwise / exactly equal
+  bool within = true;                   // |a - b| <= atol + rtol * |b| everywhere
+};
+
+struct DiffResult {
+  std::vector<std::string> only_in_a, only_in_b;
+  std::string prefix_op;                // "" | "b_adds" | "b_removes"
+  std::string prefix;                   // e.g. "_orig_mod."
+  bool keys_equal = true;               // same names without any prefix pairing
+  std::vector<TensorDiff> changed;      // dtype / shape / value differences
+  size_t paired = 0, compared = 0;
+  double max_abs = 0.0;
+  bool equal = true;                    // keys, dtypes, shapes (and values when compared) identical
+  bool within_tolerance = true;         // as equal, values within tolerance (when compared)
+};
+
+DiffResult diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& o);
+
+}  // namespace ckpt
