@@ -203,16 +203,20 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                    entries});
 }
 
+// The reader's and summary's findings plus the model rules, for a checkpoint that was read.
+void model_checks(const Checkpoint& ck, CheckResult& r) {
+  r.format = ck.format;
+  r.findings = summarize(ck).findings;
+  auto m = model_findings(ck);
+  r.findings.insert(r.findings.end(), m.begin(), m.end());
+}
+
 }  // namespace
 
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits) {
   CheckResult r;
   try {
-    Checkpoint ck = read_checkpoint(file, limits);
-    r.format = ck.format;
-    r.findings = summarize(ck).findings;
-    auto m = model_findings(ck);
-    r.findings.insert(r.findings.end(), m.begin(), m.end());
+    model_checks(read_checkpoint(file, limits), r);
   } catch (const InputError& e) {
     r.read_error = e.render();
   }
@@ -230,11 +234,8 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return run_checks(MappedFile::open(path), limits);
   CheckResult r;
   try {
-    Checkpoint ck = read_checkpoint(path, limits);
-    r.format = ck.format;
-    r.findings = summarize(ck).findings;
-    auto m = model_findings(ck);
-    r.findings.insert(r.findings.end(), m.begin(), m.end());
+    const Checkpoint ck = read_checkpoint(path, limits);
+    model_checks(ck, r);
     // The security scan of every shard; its locations name the shard.
     const std::filesystem::path dir = std::filesystem::path(is_index_path(path) ? path : find_index(path)).parent_path();
     for (const auto& s : ck.metadata["shards"]) {
