@@ -18,9 +18,8 @@ std::vector<Fixture> fixtures() {
       const std::string suffix = ".expected.json";
       if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
       nlohmann::json j = read_json(e.path());
-      // Files that must be refused are tested by their error (test_formats.cc); DCP directories are
-      // not read yet.
-      if (j.contains("error_contains") || j.value("format", "") == "dcp") continue;
+      // Files that must be refused are tested by their error (test_formats.cc).
+      if (j.contains("error_contains")) continue;
       Fixture f;
       f.expected = e.path();
       f.file = dir / j.at("fixture").get<std::string>();

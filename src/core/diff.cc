@@ -108,7 +108,8 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     size_t best_n = 0;
     for (const auto& [key, n] : votes)
       if (n > best_n) { best = key; best_n = n; }
-    if (best_n > exact) {
+    // A rename explains the files only when it pairs more keys than names do, and at least half of them.
+    if (best_n > exact && best_n * 2 >= std::min(in_a.size(), in_b.size())) {
       r.prefix_op = best.first;
       r.prefix = best.second;
     }
@@ -141,7 +142,8 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     d.dtype_b = tb->dtype ? std::string(tb->dtype->name) : "?";
     d.shape_a = ta.shape;
     d.shape_b = tb->shape;
-    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && ta.state == tb->state;
+    d.state_changed = ta.state != tb->state;
+    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
     if (o.values && ta.shape == tb->shape && ta.state == tb->state) {
       const uint8_t* pa = storage_bytes(A, ta, index_a);
       const uint8_t* pb = storage_bytes(B, *tb, index_b);
@@ -149,6 +151,11 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
         d.compared = true;
         ++r.compared;
         d.comparable = numeric(ta.dtype) && numeric(tb->dtype);
+        if (!d.comparable && ta.dtype != tb->dtype) {  // no common view: different by definition
+          d.values_equal = d.within = false;
+          r.changed.push_back(std::move(d));
+          continue;
+        }
         std::vector<uint64_t> offs_b;
         offs_b.reserve(static_cast<size_t>(tb->numel));
         for_each_element(*tb, [&](uint64_t off) { offs_b.push_back(off); });
@@ -177,7 +184,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   const bool structure = r.keys_equal && r.only_in_a.empty() && r.only_in_b.empty() &&
                          std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) {
-                           return d.dtype_a == d.dtype_b && d.shape_a == d.shape_b;
+                           return d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
                          });
   r.equal = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.values_equal; });
   r.within_tolerance = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.within; });

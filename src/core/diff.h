@@ -26,6 +26,7 @@ struct TensorDiff {
   double max_abs = 0.0, max_rel = 0.0;  // float64, B is the reference for max_rel (b != 0 only)
   bool values_equal = true;             // bitwise / exactly equal
   bool within = true;                   // |a - b| <= atol + rtol * |b| everywhere
+  bool state_changed = false;           // materialized / meta / uninitialized differ
 };
 
 struct DiffResult {

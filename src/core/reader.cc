@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/torch_pickle.h"
+#include "core/dcp.h"
 #include "core/safetensors.h"
 #include "core/sharded.h"
 #include "core/torchscript.h"
@@ -185,6 +186,7 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
   if (is_index_path(path)) return read_sharded(path, limits);
   std::error_code ec;
+  if (is_dcp_dir(path)) return read_dcp(path, limits);
   if (std::filesystem::is_directory(path, ec)) {
     const std::string index = find_index(path);
     if (index.empty()) throw InputError(path, "is a directory with no *.index.json (sharded checkpoint) in it");

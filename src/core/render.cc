@@ -47,6 +47,7 @@ const char* format_title(const Checkpoint& ck) {
   if (ck.format == "torchscript") return "TorchScript archive";
   if (ck.format == "pickle") return "pickle";
   if (ck.format == "safetensors") return "safetensors";
+  if (ck.format == "dcp") return "torch.distributed.checkpoint directory";
   if (ck.format == "sharded") return "sharded checkpoint (index + shards)";
   return "unknown";
 }
@@ -465,6 +466,7 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
     const std::string name = d.a == d.b ? d.a : d.a + " -> " + d.b;
     if (d.dtype_a != d.dtype_b) out += fmt::format("dtype: {}: {} -> {}\n", name, d.dtype_a, d.dtype_b);
     if (d.shape_a != d.shape_b) out += fmt::format("shape: {}: {} -> {}\n", name, shape_text(d.shape_a), shape_text(d.shape_b));
+    if (d.state_changed) out += fmt::format("state: {}: materialized / meta / uninitialized differ\n", name);
     if (d.compared && !d.values_equal) {
       if (d.comparable)
         out += fmt::format("values: {}: max abs diff {:.6g}, max rel diff {:.6g}{}\n", name, d.max_abs, d.max_rel,

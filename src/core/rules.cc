@@ -236,9 +236,16 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   try {
     const Checkpoint ck = read_checkpoint(path, limits);
     model_checks(ck, r);
+    if (ck.format == "dcp") {  // the .metadata pickle (the regions are torch.save zips of single tensors)
+      for (Finding f : security_findings(*MappedFile::open((std::filesystem::path(path) / ".metadata").string()), limits)) {
+        for (auto& w : f.where) w = ".metadata:" + w;
+        r.findings.push_back(std::move(f));
+      }
+      return r;
+    }
     // The security scan of every shard; its locations name the shard.
     const std::filesystem::path dir = std::filesystem::path(is_index_path(path) ? path : find_index(path)).parent_path();
-    for (const auto& s : ck.metadata["shards"]) {
+    for (const auto& s : ck.metadata.at("shards")) {
       const std::string shard = s["file"].get<std::string>();
       for (Finding f : security_findings(*MappedFile::open((dir / shard).string()), limits)) {
         for (auto& w : f.where) w = shard + ":" + w;

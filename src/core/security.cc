@@ -65,6 +65,11 @@ GlobalClass classify_global(std::string_view module, std::string_view name) {
   // Lazy modules' placeholders: torch's own inert types (torch.load in 2.x accepts them for lazy modules).
   if (module == "torch.nn.parameter" && (name == "UninitializedParameter" || name == "UninitializedBuffer"))
     return GlobalClass::Safe;
+  // torch.distributed.checkpoint's .metadata: torch's own dataclasses, and the path of the checkpoint.
+  if (module == "torch.distributed.checkpoint" || module.substr(0, 29) == "torch.distributed.checkpoint.") return GlobalClass::Safe;
+  if ((module == "pathlib" || module == "pathlib._local") &&
+      (name == "PosixPath" || name == "WindowsPath" || name == "PurePosixPath" || name == "PureWindowsPath" || name == "Path"))
+    return GlobalClass::Safe;
   // Lightning's hyper-parameter container is a dict.
   if (name == "AttributeDict" && (top == "lightning" || top == "pytorch_lightning" || top == "lightning_fabric"))
     return GlobalClass::Safe;

@@ -1,0 +1,146 @@
+#include "core/dcp.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+
+#include "core/torch_pickle.h"
+
+namespace ckpt {
+
+namespace fs = std::filesystem;
+
+bool is_dcp_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / ".metadata", ec);
+}
+
+namespace {
+
+const Value* field(const Value* obj, std::string_view name) {
+  const Value* st = obj ? obj->state() : nullptr;
+  return st && st->kind == PKind::Dict ? st->get(name) : nullptr;
+}
+
+std::vector<int64_t> ints(const Value* v) {
+  std::vector<int64_t> out;
+  if (v && v->kind == PKind::Object && v->qualified() == "torch.Size" && v->args() && !v->args()->items.empty()) v = v->args()->items[0];
+  if (!v || (v->kind != PKind::Tuple && v->kind != PKind::List)) return out;
+  for (const Value* e : v->items)
+    if (e->is_int()) out.push_back(e->i);
+  return out;
+}
+
+}  // namespace
+
+Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
+  const fs::path root(dir);
+  auto meta = MappedFile::open((root / ".metadata").string());
+  Checkpoint ck;
+  ck.file = meta;
+  ck.path = dir;
+  ck.format = "dcp";
+  ck.container = "dcp";
+  ck.content = "state_dict";
+  ck.heap = std::make_shared<Heap>();
+  const ByteView v = meta->view().as_member(".metadata");
+  Unpickled u = unpickle(v, 0, *ck.heap, limits);
+  ck.pickle_protocol = u.protocol;
+  ck.globals = std::move(u.globals);
+  const Value* md = field(u.root, "state_dict_metadata");
+  if (!md || md->kind != PKind::Dict) v.fail(0, "Metadata has no state_dict_metadata dict");
+
+  // Files and their sizes, for the region checks.
+  std::map<std::string, uint64_t> sizes;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_regular_file()) sizes[e.path().filename().string()] = e.file_size();
+  ck.file_size = 0;
+  for (const auto& [name, size] : sizes) ck.file_size += size;
+
+  // Regions by fqn.
+  std::map<std::string, std::vector<const Value*>> regions;
+  nlohmann::ordered_json bytes_entries = nlohmann::ordered_json::array();
+  if (const Value* sd = field(u.root, "storage_data"); sd && sd->kind == PKind::Dict) {
+    for (size_t k = 0; k + 1 < sd->items.size(); k += 2) {
+      const Value* idx = sd->items[k];
+      const Value* info = sd->items[k + 1];
+      const Value* fqn = field(idx, "fqn");
+      const Value* rel = field(info, "relative_path");
+      const Value* off = field(info, "offset");
+      const Value* len = field(info, "length");
+      if (!fqn || !fqn->is_str() || !rel || !rel->is_str() || !off || !off->is_int() || !len || !len->is_int() || off->i < 0 || len->i < 0)
+        v.fail(info ? info->offset : 0, "storage_data entry is not MetadataIndex -> _StorageInfo(relative_path, offset, length)");
+      const std::string file(rel->s);
+      if (file.find('/') != std::string::npos || file == ".." || file == ".")
+        v.fail(rel->offset, fmt::format("storage file '{}' is not a file in the checkpoint directory", file));
+      auto it = sizes.find(file);
+      if (it == sizes.end()) v.fail(rel->offset, fmt::format("storage file '{}' is missing", file));
+      uint64_t end;
+      if (add_overflows(static_cast<uint64_t>(off->i), static_cast<uint64_t>(len->i), &end) || end > it->second)
+        v.fail(info->offset, fmt::format("region [{}, +{}) of '{}' lies outside its {} bytes", off->i, len->i, file, it->second));
+      regions[std::string(fqn->s)].push_back(info);
+    }
+  }
+
+  for (size_t k = 0; k + 1 < md->items.size(); k += 2) {
+    if (!md->items[k]->is_str()) continue;
+    const std::string fqn(md->items[k]->s);
+    const Value* m = md->items[k + 1];
+    const std::string cls = m->qualified();
+    if (cls.size() >= 20 && cls.compare(cls.size() - 20, 20, "BytesStorageMetadata") == 0) {
+      bytes_entries.push_back(fqn);
+      continue;
+    }
+    const Value* props = field(m, "properties");
+    const Value* pst = props ? props->state() : nullptr;
+    const Value* dt = pst && pst->kind == PKind::Tuple && !pst->items.empty() ? pst->items[0] : nullptr;
+    if (!dt && props) dt = field(props, "dtype");
+    Tensor t;
+    t.name = fqn;
+    t.dtype = dt && dt->kind == PKind::Global ? dtype_by_name(dt->name()) : nullptr;
+    if (!t.dtype) v.fail(m->offset, fmt::format("tensor '{}' has no known dtype in its TensorProperties", fqn));
+    if (pst && pst->kind == PKind::Tuple && pst->items.size() > 2 && pst->items[2]->kind == PKind::Bool) t.requires_grad = pst->items[2]->b;
+    t.shape = ints(field(m, "size"));
+    t.stride.assign(t.shape.size(), 1);
+    uint64_t numel = 1;
+    for (size_t d = t.shape.size(); d-- > 0;) {
+      if (t.shape[d] < 0 || mul_overflows(numel, static_cast<uint64_t>(t.shape[d]), &numel) || numel > (1ull << 58))
+        v.fail(m->offset, fmt::format("tensor '{}' has a bad size", fqn));
+      if (d > 0) t.stride[d - 1] = t.stride[d] * std::max<int64_t>(t.shape[d], 1);
+    }
+    t.numel = static_cast<int64_t>(numel);
+    t.bytes = dtype_bytes(*t.dtype, numel);
+    t.storage = fqn;
+    t.identity = m;
+    // Every chunk must lie inside the tensor.
+    if (const Value* chunks = field(m, "chunks"); chunks && chunks->kind == PKind::List)
+      for (const Value* c : chunks->items) {
+        auto o = ints(field(c, "offsets")), s = ints(field(c, "sizes"));
+        if (o.size() != t.shape.size() || s.size() != t.shape.size())
+          v.fail(c->offset, fmt::format("chunk of '{}' has {} offsets for {} dimensions", fqn, o.size(), t.shape.size()));
+        for (size_t d = 0; d < o.size(); ++d)
+          if (o[d] < 0 || s[d] < 0 || o[d] + s[d] > t.shape[d]) v.fail(c->offset, fmt::format("chunk of '{}' reaches outside its size", fqn));
+      }
+    if (ck.tensors.size() >= limits.tensors) v.fail(m->offset, fmt::format("more than {} tensors", limits.tensors));
+    Storage s;
+    s.key = fqn;
+    s.dtype = t.dtype;
+    s.numel = numel;
+    s.nbytes = t.bytes;
+    s.device = "cpu";
+    s.present = regions.count(fqn) > 0;
+    s.in_model = true;
+    ck.storages.push_back(std::move(s));
+    ck.tensors.push_back(std::move(t));
+  }
+  infer_kinds(ck.tensors);
+  ck.metadata["bytes_entries"] = std::move(bytes_entries);
+  nlohmann::ordered_json files = nlohmann::ordered_json::object();
+  for (const auto& [name, size] : sizes) files[name] = size;
+  ck.metadata["files"] = std::move(files);
+  return ck;
+}
+
+}  // namespace ckpt
