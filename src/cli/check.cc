@@ -86,8 +86,8 @@ int run_check(const CheckOptions& o) {
     const bool color = use_color(STDOUT_FILENO);
     std::string out;
     for (const Finding& f : findings) {
-      out += fmt::format("{}{}[{}]{}: {}\n", color ? (f.severity == Severity::Error ? "\x1b[1;31m" : f.severity == Severity::Warning ? "\x1b[1;33m" : "\x1b[1;36m") : "",
-                         to_string(f.severity), f.id, color ? "\x1b[0m" : "", f.message);
+      out += fmt::format("{}{}[{}]{}: {}\n", severity_color(f.severity, color), to_string(f.severity), f.id, color_reset(color),
+                         f.message);
       for (size_t k = 0; k < f.where.size() && k < 8; ++k) out += fmt::format("  at: {}\n", f.where[k]);
       if (f.where.size() > 8) out += fmt::format("  ... and {} more\n", f.where.size() - 8);
       out += fmt::format("  fix: {}\n", f.fix);

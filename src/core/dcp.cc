@@ -103,12 +103,11 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
     if (!t.dtype) v.fail(m->offset, fmt::format("tensor '{}' has no known dtype in its TensorProperties", fqn));
     if (pst && pst->kind == PKind::Tuple && pst->items.size() > 2 && pst->items[2]->kind == PKind::Bool) t.requires_grad = pst->items[2]->b;
     t.shape = ints(field(m, "size"));
-    t.stride.assign(t.shape.size(), 1);
+    t.stride = contiguous_strides(t.shape);
     uint64_t numel = 1;
     for (size_t d = t.shape.size(); d-- > 0;) {
       if (t.shape[d] < 0 || mul_overflows(numel, static_cast<uint64_t>(t.shape[d]), &numel) || numel > (1ull << 58))
         v.fail(m->offset, fmt::format("tensor '{}' has a bad size", fqn));
-      if (d > 0) t.stride[d - 1] = t.stride[d] * std::max<int64_t>(t.shape[d], 1);
     }
     t.numel = static_cast<int64_t>(numel);
     t.bytes = dtype_bytes(*t.dtype, numel);

@@ -65,20 +65,7 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
 
-  std::string member;
-  TorchInterpreter interp(ck, pkl, lim, [&](Storage& s, const Value* at) {
-    member.assign(pre).append("data/").append(s.key);
-    const ZipEntry* e = zip.find(member);
-    if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
-    s.member = e->name;
-    s.local_header = e->local_header_offset;
-    if (e->uncompressed_size < s.nbytes)
-      pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member,
-                                       e->uncompressed_size));
-    if (e->method != 0)
-      pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
-    s.present = true;
-  });
+  TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));
   interp.interpret(u.root);
   if (ck.format == "torch-zip" && ck.content == "lightning") ck.format = "lightning";
 }
@@ -87,11 +74,6 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
 // Legacy stream (torch < 1.6, or _use_new_zipfile_serialization=False):
 //   pickle(magic 0x1950a86a20f9469cfc6c) pickle(protocol 1001) pickle(sys_info) pickle(object)
 //   pickle([storage keys]) then per key: int64 LE element count, raw bytes
-bool is_legacy_magic(const Value* v) {
-  return v && v->kind == PKind::BigInt && v->s.size() == 10 &&
-         v->s == std::string("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
-}
-
 void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpickled first) {
   ck.container = "legacy";
   ck.format = "torch-legacy";

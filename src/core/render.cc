@@ -25,6 +25,11 @@ std::string human_count(uint64_t number) {
   return fmt::format("{:.1f} {}", x, labels[index]);
 }
 
+const char* severity_color(Severity sev, bool color) {
+  if (!color) return "";
+  return sev == Severity::Error ? "\x1b[1;31m" : sev == Severity::Warning ? "\x1b[1;33m" : "\x1b[1;36m";
+}
+
 std::string json_text(const nlohmann::ordered_json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
@@ -157,11 +162,6 @@ Table module_table(const Summary& s, const RenderOptions& o) {
   return t;
 }
 
-const char* paint(Severity sev, bool color) {
-  if (!color) return "";
-  return sev == Severity::Error ? "\x1b[1;31m" : sev == Severity::Warning ? "\x1b[1;33m" : "\x1b[1;36m";
-}
-
 }  // namespace
 
 std::string render_summary_text(const Summary& s, const RenderOptions& o) {
@@ -215,7 +215,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
     foot(std::to_string(eval), "Modules in eval mode");
   }
   for (const Finding& f : s.findings) {
-    out += fmt::format("\n{}{}[{}]{}: {}\n", paint(f.severity, o.color), to_string(f.severity), f.id, o.color ? "\x1b[0m" : "",
+    out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id, color_reset(o.color),
                        f.message);
     out += fmt::format("  fix: {}\n", f.fix);
   }

@@ -25,6 +25,10 @@ std::string summary_json_text(const Summary& s);
 // The same, written to `f` in bounded chunks.
 void write_summary_json(const Summary& s, std::FILE* f);
 
+// ANSI colour for a severity label ("" without colour), and the reset after it.
+const char* severity_color(Severity s, bool color);
+inline const char* color_reset(bool color) { return color ? "\x1b[0m" : ""; }
+
 // JSON text; strings from pickles need not be valid UTF-8, so bad bytes become U+FFFD.
 std::string json_text(const nlohmann::ordered_json& j, int indent = 2);
 

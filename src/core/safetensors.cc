@@ -133,8 +133,7 @@ void read_safetensors(Checkpoint& ck, const ByteView& f, const Limits& limits) {
     t.name = e->name;
     t.dtype = e->dtype;
     t.shape = e->shape;
-    t.stride.assign(e->shape.size(), 1);
-    for (size_t k = e->shape.size(); k-- > 1;) t.stride[k - 1] = t.stride[k] * std::max<int64_t>(e->shape[k], 1);
+    t.stride = contiguous_strides(e->shape);
     t.numel = static_cast<int64_t>(e->numel);
     t.bytes = e->end - e->begin;
     t.storage = e->name;

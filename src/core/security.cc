@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/safetensors.h"
+#include "core/torch_pickle.h"
 #include "core/zip.h"
 
 namespace ckpt {
@@ -191,7 +192,7 @@ class Scanner {
       return 0;
     }
     note(seen, member);
-    if (start == 0 && u.root && u.root->kind == PKind::BigInt && u.root->s.size() == 10) legacy_ = true;
+    if (start == 0 && is_legacy_magic(u.root)) legacy_ = true;
     nested(u.root, member, depth);
     return u.end;
   }

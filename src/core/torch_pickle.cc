@@ -9,6 +9,32 @@ namespace ckpt {
 
 std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
+StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl) {
+  return [&zip, dir = std::move(dir), pkl, member = std::string()](Storage& s, const Value* at) mutable {
+    member.assign(dir).append(s.key);
+    const ZipEntry* e = zip.find(member);
+    if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
+    s.member = e->name;
+    s.local_header = e->local_header_offset;
+    if (e->method != 0)
+      pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
+    if (e->uncompressed_size < s.nbytes)
+      pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member,
+                                       e->uncompressed_size));
+    s.present = true;
+  };
+}
+
+bool is_legacy_magic(const Value* v) {
+  return v && v->kind == PKind::BigInt && v->s == std::string_view("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> stride(shape.size(), 1);
+  for (size_t k = shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<int64_t>(shape[k], 1);
+  return stride;
+}
+
 namespace {
 
 constexpr std::string_view kUtils = "torch._utils.";

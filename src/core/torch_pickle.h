@@ -8,12 +8,17 @@
 #include <unordered_map>
 
 #include "core/checkpoint.h"
+#include "core/zip.h"
 
 namespace ckpt {
 
 // Called once per storage key, on first sight, to say where its bytes live (each container format
 // knows); it fills `member` / `present` / `file_offset` or throws. `at` is the tensor that named it.
 using StorageLocator = std::function<void(Storage& s, const Value* at)>;
+
+// Storages of a zip archive (torch.save or TorchScript): `<dir><key>` under `prefix/`, stored (never
+// deflated) and at least as large as the persistent id says. Errors name the pickle offset of the tensor.
+StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl);
 
 class TorchInterpreter {
  public:
@@ -63,6 +68,12 @@ class TorchInterpreter {
 // State dicts that do not say which entries are buffers: a well-known buffer name (running_mean, ...) or
 // an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in README).
 void infer_kinds(std::vector<Tensor>& tensors);
+
+// The legacy torch.save stream's first pickle: the magic number 0x1950a86a20f9469cfc6c.
+bool is_legacy_magic(const Value* v);
+
+// Row-major (contiguous) strides for a shape, as torch computes them (size-0/1 dims count as 1).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 
 // Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
 std::string join_path(const std::string& a, const std::string& b);

@@ -144,7 +144,7 @@ class TsReader {
     Unpickled u = unpickle(pkl, 0, *ck_.heap, lim_);
     ck_.pickle_protocol = u.protocol;
     ck_.globals = std::move(u.globals);
-    TorchInterpreter interp(ck_, pkl, lim_, locator("data/", pkl));
+    TorchInterpreter interp(ck_, pkl, lim_, zip_storage_locator(zip_, pre_ + "data/", pkl));
     interp_ = &interp;
     if (!is_object(u.root)) pkl.fail(u.root->offset, "TorchScript data.pkl does not hold a module object");
     walk(u.root, "", 0, pkl);
@@ -157,21 +157,6 @@ class TsReader {
   }
 
  private:
-  StorageLocator locator(std::string dir, const ByteView& pkl) {
-    return [this, dir, pkl](Storage& s, const Value* at) {
-      std::string member = pre_ + dir + s.key;
-      const ZipEntry* e = zip_.find(member);
-      if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
-      s.member = e->name;
-      s.local_header = e->local_header_offset;
-      if (e->method != 0)
-        pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
-      if (e->uncompressed_size < s.nbytes)
-        pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
-      s.present = true;
-    };
-  }
-
   static bool is_object(const Value* v) { return v && v->kind == PKind::Object && v->callable() && v->callable()->kind == PKind::Global; }
 
   void parse_code() {
@@ -257,7 +242,7 @@ class TsReader {
     Unpickled u = unpickle(pkl, 0, *ck_.heap, lim_);
     for (auto& g : u.globals) ck_.globals.push_back(std::move(g));
     // Constants are not model entries; their storages still count in the file.
-    TorchInterpreter interp(ck_, pkl, lim_, locator("constants/", pkl));
+    TorchInterpreter interp(ck_, pkl, lim_, zip_storage_locator(zip_, pre_ + "constants/", pkl));
     interp.set_in_model(false);
     uint64_t tensors = 0, elements = 0, bytes = 0;
     nlohmann::ordered_json items = nlohmann::ordered_json::array();
