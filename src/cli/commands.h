@@ -57,6 +57,24 @@ struct DiffCliOptions : LimitOptions {
 void setup_diff(CLI::App& app, DiffCliOptions& o);
 int run_diff(const DiffCliOptions& o);
 
+// `ckpt load` (src/cli/load_setup.cc: options, in both binaries; src/cli/load.cc: run, in ckpt-torch only).
+struct LoadOptions : LimitOptions {
+  std::string file;
+  std::string device = "cpu";
+  bool empty_init = false;
+  std::string model;              // TorchScript architecture to load FILE into
+  std::string strip_prefix, add_prefix;
+  std::string dtype;              // convert floating tensors ("float16", "bfloat16", ...)
+  bool json = false;
+  bool checksum = false;          // CRC-32 per tensor in the report
+  bool tensors = false;           // text: list every tensor, not only the ones worth a look
+};
+
+void setup_load(CLI::App& app, LoadOptions& o);
+// ckpt-torch: does the load. ckpt: execs its sibling ckpt-torch with the same arguments.
+int run_load(const LoadOptions& o);
+[[noreturn]] void exec_torch_backend(int argc, char** argv);
+
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);
 

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   ckpt::cli::setup_check(app, check);
   ckpt::cli::DiffCliOptions diff;
   ckpt::cli::setup_diff(app, diff);
+  ckpt::cli::LoadOptions load;
+  ckpt::cli::setup_load(app, load);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -36,6 +38,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
     if (app.got_subcommand("check")) return ckpt::cli::run_check(check);
     if (app.got_subcommand("diff")) return ckpt::cli::run_diff(diff);
+#ifdef CKPT_WITH_TORCH
+    if (app.got_subcommand("load")) return ckpt::cli::run_load(load);
+#else
+    if (app.got_subcommand("load")) ckpt::cli::exec_torch_backend(argc, argv);  // LibTorch lives there
+#endif
   } catch (const ckpt::cli::UsageError& e) {
     fmt::print(stderr, "ckpt: error: {}\n", e.what());
     return ckpt::kExitUsage;
@@ -43,9 +50,19 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     fmt::print(stderr, "ckpt: error: {}\n", e.render());
     return ckpt::kExitBadInput;
+  } catch (const ckpt::EnvironmentError& e) {
+    fmt::print(stderr, "ckpt: error: {}\n", e.what());
+    return ckpt::kExitEnvironment;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "ckpt: error: out of memory\n");
     return ckpt::kExitBadInput;
   }
+#ifdef CKPT_WITH_TORCH
+  catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
+    std::string what = e.what();
+    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", load.file, what.substr(0, what.find('\n')));
+    return ckpt::kExitBadInput;
+  }
+#endif
   return ckpt::kExitUsage;
 }

@@ -47,6 +47,12 @@ class UnsupportedError : public InputError {
   using InputError::InputError;
 };
 
+// The environment cannot do what was asked (no CUDA, no LibTorch backend): exit 4.
+class EnvironmentError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Resource limits applied while reading untrusted input. Every limit has a clear error when exceeded.
 struct Limits {
   uint64_t pickle_depth = 1000;            // nesting of MARK / containers on the pickle stack

@@ -58,4 +58,15 @@ MappedFile::~MappedFile() {
 
 ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0); }
 
+void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
+  if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(ptr) + len;
+#ifdef MADV_POPULATE_READ
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
+#endif
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 }  // namespace ckpt

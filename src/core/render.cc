@@ -445,12 +445,13 @@ void write_check_json(const std::string& file, const std::string& format, const 
 }
 
 namespace {
+}  // namespace
+
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
   return out + "]";
 }
-}  // namespace
 
 std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
                              const DiffResult& r, const DiffOptions& o) {

@@ -48,6 +48,8 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
 
 // Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
 std::string human_count(uint64_t n);
+// "[4, 3]", "[]" for 0-dim.
+std::string shape_text(const std::vector<int64_t>& s);
 // Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".
 std::string human_bytes(uint64_t n);
 

@@ -1,0 +1,177 @@
+// `ckpt load` in ckpt-torch: read the file's structure with ckpt's own readers (never LibTorch's
+// unpickler), materialize every model tensor on the device, optionally into a TorchScript architecture,
+// and report time, bandwidth, memory, NaN/Inf and key matching.
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "core/load.h"
+#include "core/reader.h"
+#include "core/render.h"
+#include "torch/materialize.h"
+#include "torch/script.h"
+
+namespace ckpt::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+uint64_t peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+// A one-line progress bar on stderr, for loads that last over a second, on a TTY only.
+struct Progress {
+  bool enabled = false;
+  bool shown = false;
+  Clock::time_point t0 = Clock::now();
+  void operator()(uint64_t done, uint64_t total) {
+    if (!enabled || total == 0) return;
+    const double s = since(t0);
+    if (s < 1.0) return;
+    shown = true;
+    const int width = 30;
+    const int fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
+    fmt::print(stderr, "\r[{:<{}}] {:3.0f}%  {} / {}  {:.2f} GB/s", std::string(static_cast<size_t>(fill), '#'), width,
+               100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done), human_bytes(total),
+               static_cast<double>(done) / s / 1e9);
+  }
+  void clear() {
+    if (shown) fmt::print(stderr, "\r{:<80}\r", "");
+  }
+};
+
+uint64_t model_storage_bytes(const Checkpoint& ck) {
+  StorageIndex index(ck);
+  std::set<const Storage*> seen;
+  uint64_t n = 0;
+  for (const Tensor& t : ck.tensors)
+    if (const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage))
+      if (s->present && seen.insert(s).second) n += s->nbytes;
+  return n;
+}
+
+}  // namespace
+
+int run_load(const LoadOptions& o) {
+  const auto t0 = Clock::now();
+  const c10::Device device = [&] {
+    try {
+      return torchb::parse_device(o.device);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }();
+  torchb::MaterializeOptions mo;
+  mo.device = device;
+  mo.checksum = o.checksum;
+  if (!o.dtype.empty()) {
+    const DType* d = dtype_by_name(o.dtype);
+    const auto st = d ? torchb::scalar_type(*d) : std::nullopt;
+    if (!st || d->cls != DTypeClass::Float) throw UsageError(fmt::format("--dtype {}: expected a floating dtype such as float16", o.dtype));
+    mo.dtype = st;
+  }
+  const Limits lim = o.resolve();
+
+  LoadReport rep;
+  rep.file = o.file;
+  rep.device = device.str();
+  rep.libtorch = torchb::libtorch_version();
+  rep.empty_init = o.empty_init;
+  rep.dtype = o.dtype.empty() ? "" : std::string(dtype_by_name(o.dtype)->name);
+  rep.strip_prefix = o.strip_prefix;
+  rep.add_prefix = o.add_prefix;
+
+  // Kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing at exit).
+  auto* ck = new Checkpoint(read_checkpoint(o.file, lim));
+  rep.format = ck->format;
+  rep.read_seconds = since(t0);
+
+  // --model: the architecture, matched key by key before anything is allocated.
+  Checkpoint* arch = nullptr;
+  std::optional<torch::jit::Module> module;
+  if (!o.model.empty()) {
+    arch = new Checkpoint(read_checkpoint(o.model, lim));
+    if (arch->format != "torchscript")
+      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, arch->format));
+    rep.model = o.model;
+    std::vector<const Tensor*> file_keys, model_keys;
+    for (const Tensor& t : ck->tensors) file_keys.push_back(&t);
+    for (const Tensor& t : arch->tensors) model_keys.push_back(&t);
+    rep.match = match_keys(file_keys, model_keys, o.strip_prefix, o.add_prefix);
+    const auto ta = Clock::now();
+    if (o.empty_init) {
+      module = torchb::load_structure(*arch);  // meta: ARCH's weights are not read
+      rep.arch_bytes_skipped = model_storage_bytes(*arch);
+    } else {
+      module = torchb::load_plain(*arch, device);  // what a plain load does: ARCH's weights read and copied
+      rep.arch_bytes_read = model_storage_bytes(*arch);  // read even for meta, then moved there
+    }
+    rep.arch_seconds = since(ta);
+  } else if (ck->format == "torchscript") {
+    module = torchb::load_structure(*ck);  // LibTorch must be able to compile it (exit 3 naming missing ops)
+  }
+
+  std::vector<torchb::Target> targets;
+  for (const Tensor& t : ck->tensors) targets.push_back({renamed_key(t.name, o.strip_prefix, o.add_prefix), &t});
+  Progress progress;
+  progress.enabled = !o.json && isatty(STDERR_FILENO);
+  mo.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
+  const auto tl = Clock::now();
+  auto tensors = torchb::materialize(*ck, targets, mo, rep);
+  rep.load_seconds = since(tl);
+  progress.clear();
+
+  if (module) {
+    // Into the module: empty init assigns FILE's tensors (each byte written once); a plain load copies
+    // them over the weights the architecture brought along.
+    std::map<std::string, at::Tensor> have;
+    for (auto& [name, t] : torchb::module_state(*module)) have.emplace(name, t);
+    std::set<std::string> mismatched;
+    if (rep.match)
+      for (const KeyMismatch& m : rep.match->mismatched) mismatched.insert(m.key);
+    for (auto& [name, t] : tensors) {
+      auto it = have.find(name);
+      if (it == have.end() || mismatched.count(name)) continue;
+      if (o.empty_init || !arch || device.is_meta()) {
+        torchb::assign(*module, name, t);
+      } else {
+        at::NoGradGuard no_grad;
+        it->second.copy_(t);
+        rep.bytes_written_twice += static_cast<uint64_t>(t.numel()) * t.element_size();
+      }
+    }
+    if (arch && o.empty_init) {
+      size_t left = 0;
+      for (auto& [name, t] : torchb::module_state(*module)) left += t.is_meta() && !device.is_meta();
+      if (left) rep.notes.push_back(fmt::format("{} tensors of the model were not in FILE and stay on meta", left));
+    }
+  }
+  if (ck->format == "torchscript" && ck->metadata.contains("constants"))
+    rep.notes.push_back("frozen weights are TorchScript constants: LibTorch loads them with the code, ckpt does not list them");
+
+  rep.seconds = since(t0);
+  rep.peak_rss = peak_rss_bytes();
+  const std::string out = o.json ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+#if defined(__SANITIZE_ADDRESS__)
+  tensors.clear();
+  module.reset();
+  delete arch;
+  delete ck;
+#endif
+  return rep.incomplete() ? kExitFindings : kExitOk;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,114 @@
+// The LibTorch-free half of `ckpt load`: where each tensor's bytes are, the checks every byte goes
+// through (bounds, NaN / Inf counts, CRC-32 of the values), key matching against an architecture as
+// load_state_dict(strict=True) does it, and the ckpt.load/1 report with its renderers.
+// src/torch/ turns the same plan into at::Tensors on a device.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/checkpoint.h"
+
+namespace ckpt {
+
+// Storage lookup by key, and the bytes of a storage as a view naming its zip member (errors then say
+// "model.pt: archive/data/3+0x0: ..."). Throws InputError when the bytes are not in the file.
+class StorageIndex {
+ public:
+  explicit StorageIndex(const Checkpoint& ck);
+  const Storage* find(const std::string& key) const;
+  ByteView bytes(const Storage& s) const;
+
+ private:
+  const Checkpoint& ck_;
+  std::unordered_map<std::string, const Storage*> by_key_;
+};
+
+// Checks that a strided tensor lies inside its storage (offset + extent) and returns the number of
+// storage bytes from the tensor's first element to one past its last. Throws InputError naming the tensor.
+uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s);
+bool is_contiguous(const Tensor& t);
+
+struct ValueStats {
+  uint64_t nan = 0, inf = 0;
+};
+// NaN / Inf counts over `numel` contiguous elements (floating and complex dtypes; zero for others).
+// Complex elements count as torch.isnan / torch.isinf do: either part.
+ValueStats count_nonfinite(const DType& d, const uint8_t* p, uint64_t numel);
+// Same over a strided tensor whose storage bytes start at `storage`.
+ValueStats tensor_nonfinite(const Tensor& t, const uint8_t* storage);
+// zlib CRC-32 of the tensor's elements in row-major order, bytes as stored (what
+// zlib.crc32(t.contiguous().numpy().tobytes()) gives).
+uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage);
+
+// ---- key matching (load_state_dict(strict=True)) ----
+struct KeyMismatch {
+  std::string key;
+  std::string file_dtype, model_dtype;
+  std::vector<int64_t> file_shape, model_shape;
+};
+struct KeyMatch {
+  std::vector<std::string> missing;      // model keys FILE does not provide
+  std::vector<std::string> unexpected;   // FILE keys the model does not have
+  std::vector<KeyMismatch> mismatched;   // both have it, shape or dtype differ
+  std::optional<std::string> suggested_strip_prefix, suggested_add_prefix;
+  size_t matched = 0;                    // keys present in both with equal shape and dtype
+  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+};
+// FILE's key after --strip-prefix (only where the key starts with it) and --add-prefix.
+std::string renamed_key(const std::string& key, const std::string& strip, const std::string& add);
+// `file` are FILE's tensors under their original names; renaming is applied here. Suggestions are made
+// when keys do not match and one prefix, stripped from or added to every FILE key, makes them match.
+KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model,
+                    const std::string& strip, const std::string& add);
+
+// ---- the report (schema ckpt.load/1) ----
+struct LoadedTensor {
+  std::string name;                      // after renaming
+  std::string dtype;                     // as loaded (after --dtype)
+  std::vector<int64_t> shape;
+  std::string state;                     // loaded | meta | skipped
+  std::string reason;                    // why skipped / left on meta
+  bool zero_copy = false;                // CPU: a view of the mapped file
+  ValueStats stats;
+  std::optional<uint32_t> crc32;
+};
+
+struct LoadReport {
+  std::string file, format, device, libtorch;
+  std::string dtype;                     // --dtype, "" = as stored
+  bool empty_init = false;
+  bool checked_values = false;           // NaN / Inf counted (cpu, cuda)
+  // --model
+  std::string model;                     // ARCH path, "" = none
+  std::string strip_prefix, add_prefix;
+  std::optional<KeyMatch> match;
+  uint64_t arch_bytes_read = 0;          // bytes of ARCH's own weights LibTorch read and copied
+  uint64_t arch_bytes_skipped = 0;       // bytes of ARCH's weights empty init did not read
+  uint64_t bytes_written_twice = 0;      // destination bytes written by ARCH first, then by FILE
+  double arch_seconds = 0.0;
+  // totals
+  uint64_t tensors = 0, loaded = 0, meta = 0, skipped = 0;
+  uint64_t bytes = 0;                    // logical bytes of the loaded tensors (tied counted once)
+  uint64_t bytes_read = 0;               // file bytes read (each storage once)
+  uint64_t zero_copy_bytes = 0, copied_bytes = 0;
+  uint64_t device_bytes = 0;             // bytes ckpt allocated on the device
+  uint64_t nan = 0, inf = 0;
+  double read_seconds = 0.0;             // parsing the file's structure
+  double load_seconds = 0.0;             // materializing tensors
+  double seconds = 0.0;                  // whole command
+  uint64_t peak_rss = 0;                 // bytes
+  std::vector<LoadedTensor> rows;
+  std::vector<std::string> notes;        // one line each, shown under the table
+  bool incomplete() const;               // something a strict load would refuse
+};
+
+// The table lists skipped / meta tensors and ones holding NaN or Inf, or every tensor with all_rows.
+std::string render_load_text(const LoadReport& r, bool color, bool all_rows = false);
+std::string load_json_text(const LoadReport& r);
+
+}  // namespace ckpt

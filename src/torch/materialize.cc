@@ -1,0 +1,257 @@
+#include "torch/materialize.h"
+
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <fmt/format.h>
+#include <torch/version.h>
+
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#define CKPT_TORCH_AT_LEAST(maj, min) \
+  (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
+
+namespace ckpt::torchb {
+
+std::string libtorch_version() { return TORCH_VERSION; }
+
+c10::Device parse_device(const std::string& spec) {
+  c10::Device d(c10::kCPU);
+  try {
+    d = c10::Device(spec);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("--device '{}': expected meta, cpu, cuda or cuda:N", spec));
+  }
+  if (!d.is_cpu() && !d.is_meta() && !d.is_cuda())
+    throw std::invalid_argument(fmt::format("--device '{}': expected meta, cpu, cuda or cuda:N", spec));
+  if (d.is_cuda()) {
+    if (!at::hasCUDA())
+      throw EnvironmentError(fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "
+                                         "built without CUDA (rebuild against a CUDA LibTorch, see README)",
+                                         spec, libtorch_version()));
+    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+    const auto n = impl.deviceCount();
+    if (n == 0)
+      throw EnvironmentError(fmt::format("--device {}: CUDA is not available: LibTorch {} has CUDA but no CUDA device is "
+                                         "visible (driver, CUDA_VISIBLE_DEVICES)", spec, libtorch_version()));
+    if (d.has_index() && d.index() >= n)
+      throw EnvironmentError(fmt::format("--device {}: CUDA has {} device(s) here", spec, static_cast<int>(n)));
+    if (!d.has_index()) d = c10::Device(c10::kCUDA, 0);
+  }
+  return d;
+}
+
+namespace {
+using S = at::ScalarType;
+const std::pair<std::string_view, S> kTypes[] = {
+      {"float64", S::Double},        {"float32", S::Float},     {"float16", S::Half},      {"bfloat16", S::BFloat16},
+      {"int64", S::Long},            {"int32", S::Int},         {"int16", S::Short},       {"int8", S::Char},
+      {"uint8", S::Byte},            {"bool", S::Bool},         {"complex128", S::ComplexDouble},
+      {"complex64", S::ComplexFloat}, {"complex32", S::ComplexHalf}, {"qint8", S::QInt8}, {"quint8", S::QUInt8},
+      {"qint32", S::QInt32},         {"quint4x2", S::QUInt4x2}, {"quint2x4", S::QUInt2x4},
+#if CKPT_TORCH_AT_LEAST(2, 1)
+      {"float8_e5m2", S::Float8_e5m2}, {"float8_e4m3fn", S::Float8_e4m3fn},
+#endif
+#if CKPT_TORCH_AT_LEAST(2, 2)
+      {"float8_e5m2fnuz", S::Float8_e5m2fnuz}, {"float8_e4m3fnuz", S::Float8_e4m3fnuz},
+#endif
+#if CKPT_TORCH_AT_LEAST(2, 3)
+      {"uint16", S::UInt16}, {"uint32", S::UInt32}, {"uint64", S::UInt64},
+#endif
+};
+}  // namespace
+
+std::optional<at::ScalarType> scalar_type(const DType& d) {
+  for (const auto& [name, s] : kTypes)
+    if (name == d.name) return s;
+  return std::nullopt;
+}
+
+std::string dtype_name(at::ScalarType t) {
+  for (const auto& [name, s] : kTypes)
+    if (s == t) return std::string(name);
+  return c10::toString(t);
+}
+
+namespace {
+
+// Two pinned staging buffers on the host; chunk i is copied into one while the device still reads
+// chunk i-1 from the other.
+class CudaCopier {
+ public:
+  explicit CudaCopier(c10::Device device)
+      : impl_(c10::DeviceType::CUDA), stream_(impl_.getStream(device)),
+        ev_{c10::Event(c10::DeviceType::CUDA), c10::Event(c10::DeviceType::CUDA)} {
+    for (auto& s : stage_) s = at::empty({static_cast<int64_t>(kChunk)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  }
+  void copy(at::Tensor& dst, const uint8_t* src, uint64_t n, const MappedFile& file) {
+    for (uint64_t off = 0; off < n; off += kChunk) {
+      const uint64_t len = std::min<uint64_t>(kChunk, n - off);
+      const int i = next_;
+      next_ ^= 1;
+      if (used_[i])
+        while (!ev_[i].query()) std::this_thread::yield();
+      file.prefetch(src + off, len);
+      std::memcpy(stage_[i].data_ptr<uint8_t>(), src + off, len);
+      dst.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(len))
+          .copy_(stage_[i].narrow(0, 0, static_cast<int64_t>(len)), /*non_blocking=*/true);
+      ev_[i].record(stream_);
+      used_[i] = true;
+    }
+  }
+  void finish() { impl_.synchronizeStream(stream_); }
+
+ private:
+  static constexpr uint64_t kChunk = 64ull << 20;
+  c10::impl::VirtualGuardImpl impl_;
+  c10::Stream stream_;
+  at::Tensor stage_[2];
+  c10::Event ev_[2];
+  bool used_[2] = {false, false};
+  int next_ = 0;
+};
+
+void no_delete(void*) {}
+
+// c10::Storage over bytes that stay owned by the mapped file (which outlives the tensors: the Checkpoint
+// keeps it, and ckpt's commands keep the Checkpoint until exit).
+c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
+  c10::DataPtr ptr(const_cast<uint8_t*>(p), nullptr, &no_delete, c10::Device(c10::kCPU));
+  return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(n), std::move(ptr), nullptr, false);
+}
+
+std::vector<int64_t> vec(const std::vector<int64_t>& v) { return v; }
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
+                                                            const MaterializeOptions& o, LoadReport& rep) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  StorageIndex index(ck);
+  const bool meta = o.device.is_meta(), cuda = o.device.is_cuda();
+  rep.checked_values = !meta;
+  std::unique_ptr<CudaCopier> copier;
+  if (cuda) copier = std::make_unique<CudaCopier>(o.device);
+
+  uint64_t total = 0, done = 0;
+  {
+    std::set<const Storage*> seen;
+    for (const Target& tg : targets)
+      if (const Storage* s = tg.tensor->storage.empty() ? nullptr : index.find(tg.tensor->storage))
+        if (!meta && tg.tensor->state == TensorState::Materialized && seen.insert(s).second) total += s->nbytes;
+  }
+  struct Made {
+    c10::Storage storage;
+    ByteView bytes;
+  };
+  std::unordered_map<const Storage*, Made> made;
+  std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views;
+
+  for (const Target& tg : targets) {
+    const Tensor& t = *tg.tensor;
+    LoadedTensor row;
+    row.name = tg.name;
+    row.dtype = t.dtype ? std::string(t.dtype->name) : "?";
+    row.shape = t.shape;
+    ++rep.tensors;
+    auto skip = [&](std::string why) {
+      row.state = "skipped";
+      row.reason = std::move(why);
+      ++rep.skipped;
+      rep.rows.push_back(std::move(row));
+    };
+    if (t.state == TensorState::Uninitialized) {
+      skip("uninitialized (lazy) parameter: no shape until a forward");
+      continue;
+    }
+    const auto st = t.dtype ? scalar_type(*t.dtype) : std::nullopt;
+    if (!st) {
+      skip(fmt::format("dtype {} is unknown to LibTorch {}", row.dtype, libtorch_version()));
+      continue;
+    }
+    if (t.layout != "strided" || t.dtype->pack != 1 || t.dtype->cls == DTypeClass::Quantized) {
+      skip(fmt::format("{} tensors are not materialized by ckpt load", t.layout == "strided" ? row.dtype : t.layout));
+      continue;
+    }
+    const auto opts = at::TensorOptions().dtype(*st);
+    if (t.state == TensorState::Meta || meta) {
+      at::Tensor x = at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
+      if (o.dtype && x.is_floating_point()) x = x.to(*o.dtype);
+      row.dtype = dtype_name(x.scalar_type());
+      if (t.state == TensorState::Meta && !meta) {
+        row.state = "meta";
+        row.reason = "meta tensor in the file: it has no data (load_state_dict: Cannot copy out of meta tensor)";
+        ++rep.meta;
+        ++rep.skipped;
+      } else {
+        row.state = "loaded";
+        ++rep.loaded;
+        if (unique_views.insert({t.storage.empty() ? t.name : t.storage, t.offset, t.shape, t.stride}).second)
+          rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
+      }
+      out.emplace_back(tg.name, std::move(x));
+      rep.rows.push_back(std::move(row));
+      continue;
+    }
+
+    const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage);
+    if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
+    checked_extent(ck, t, *s);
+    auto it = made.find(s);
+    if (it == made.end()) {
+      ByteView bytes = index.bytes(*s);
+      const MappedFile& file = s->source ? *s->source : *ck.file;
+      file.prefetch(bytes.data(), bytes.size());
+      c10::Storage storage;
+      if (cuda) {
+        at::Tensor dev = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte).device(o.device));
+        copier->copy(dev, bytes.data(), bytes.size(), file);
+        storage = dev.storage();
+        rep.device_bytes += s->nbytes;
+        rep.copied_bytes += s->nbytes;
+      } else {
+        const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
+        if (reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+          storage = borrowed_storage(bytes.data(), bytes.size());
+          rep.zero_copy_bytes += s->nbytes;
+        } else {
+          at::Tensor copy = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte));
+          std::memcpy(copy.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+          storage = copy.storage();
+          rep.copied_bytes += s->nbytes;
+        }
+      }
+      rep.bytes_read += s->nbytes;
+      done += s->nbytes;
+      it = made.emplace(s, Made{std::move(storage), bytes}).first;
+      if (o.progress) o.progress(done, total);
+    }
+    row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
+    at::Tensor x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
+                       .set_(it->second.storage, t.offset, vec(t.shape), vec(t.stride));
+    row.stats = tensor_nonfinite(t, it->second.bytes.data());
+    rep.nan += row.stats.nan;
+    rep.inf += row.stats.inf;
+    if (o.checksum) row.crc32 = tensor_crc32(t, it->second.bytes.data());
+    if (o.dtype && x.is_floating_point() && x.scalar_type() != *o.dtype) {
+      x = x.to(*o.dtype);
+      row.zero_copy = false;
+      if (cuda) rep.device_bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
+    }
+    row.dtype = dtype_name(x.scalar_type());
+    row.state = "loaded";
+    ++rep.loaded;
+    if (unique_views.insert({t.storage, t.offset, t.shape, t.stride}).second)
+      rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
+    out.emplace_back(tg.name, std::move(x));
+    rep.rows.push_back(std::move(row));
+  }
+  if (copier) copier->finish();
+  return out;
+}
+
+}  // namespace ckpt::torchb

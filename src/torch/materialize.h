@@ -1,0 +1,51 @@
+// Checkpoint tensors as at::Tensors on meta, CPU or CUDA, each storage written exactly once:
+//   meta  at::empty_strided on the meta device, no byte of the file read;
+//   cpu   a read-only view of the mapped file when the bytes are aligned for the dtype (zero-copy),
+//         else one copy; every byte read once for the NaN / Inf count;
+//   cuda  one uninitialized device allocation per storage, filled from the mapped file through two
+//         pinned staging buffers so that reading chunk i+1 overlaps the host-to-device copy of chunk i.
+// Tensors sharing a storage (tied weights, views) share it on the device too.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/load.h"
+
+namespace ckpt::torchb {
+
+// "1.13.0" (the headers ckpt-torch was built against) and whether that LibTorch has CUDA.
+std::string libtorch_version();
+
+// Parses meta | cpu | cuda | cuda:N. Throws EnvironmentError when CUDA is asked for and this LibTorch or
+// this machine has none, UsageError-like std::invalid_argument for anything else.
+c10::Device parse_device(const std::string& spec);
+
+// at::ScalarType for a ckpt dtype; nullopt when the linked LibTorch does not know it.
+std::optional<at::ScalarType> scalar_type(const DType& d);
+// PyTorch's name for it ("float32").
+std::string dtype_name(at::ScalarType t);
+
+struct Target {
+  std::string name;        // the name it is reported under (after --strip-prefix / --add-prefix)
+  const Tensor* tensor;
+};
+
+struct MaterializeOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  bool checksum = false;                  // CRC-32 per tensor (CPU bytes before any --dtype conversion)
+  std::optional<at::ScalarType> dtype;    // convert floating tensors
+  std::function<void(uint64_t done, uint64_t total)> progress;  // bytes
+};
+
+// Materializes `targets` of `ck`, appending one row per target to report.rows and updating its totals.
+// Returns (name, tensor) for every target that loaded (on meta also for meta entries of the file).
+std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
+                                                            const MaterializeOptions& o, LoadReport& report);
+
+}  // namespace ckpt::torchb
