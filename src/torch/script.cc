@@ -78,7 +78,7 @@ class ZeroedRangesAdapter : public caffe2::serialize::ReadAdapterInterface {
             known = !torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString("prim::" + (*i)[2].str())).empty();
           if (!known) missing.emplace(op, fmt::format("{}:{}", c.file, line));
         }
-  static const std::regex named(R"(Unknown builtin op: ([A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_.]*))");
+  static const std::regex named(R"(Unknown builtin op: ([A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*))");
   std::smatch m;
   if (std::regex_search(what, m, named) && !missing.count(m[1].str())) missing.emplace(m[1].str(), "");
   std::string list;

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""`ckpt load` against PyTorch's own numbers (testdata/load/expected.json, written by testdata/gen_load.py
+with torch 1.13): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf counts on CPU; the same
+tensors on meta without a byte read; key matching against a TorchScript --model; empty init; the CUDA-
+unavailable path; TorchScript archives whose operators the linked LibTorch lacks.
+
+    load_cases.py --ckpt build/ckpt --root .
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+failures = []
+checks = [0]
+
+
+def check(cond, what):
+    checks[0] += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(ckpt, *args):
+    p = subprocess.run([ckpt, "load", *args], capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def load_json(ckpt, *args):
+    rc, out, err = run(ckpt, "--json", *args)
+    try:
+        return rc, json.loads(out), err
+    except json.JSONDecodeError:
+        return rc, None, err
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--root", required=True)
+    a = ap.parse_args()
+    td = os.path.join(a.root, "testdata")
+    exp = json.load(open(os.path.join(td, "load", "expected.json")))
+
+    # 1. CPU: every value bit-exact (CRC-32), NaN/Inf as torch.isnan / torch.isinf count them.
+    for case in exp["loads"]:
+        path = os.path.join(td, case["file"])
+        want, skipped = case["tensors"], case.get("not_materialized", {})
+        if not want and not skipped:
+            continue  # bare.pkl: no tensors
+        rc, rep, err = load_json(a.ckpt, "--checksum", "--device", "cpu", path)
+        if rep is None:
+            check(False, f"{case['file']}: no JSON (rc {rc}): {err.strip()}")
+            continue
+        check(rep["schema"] == "ckpt.load/1", f"{case['file']}: schema")
+        check(rc == (1 if skipped else 0), f"{case['file']}: exit {rc}, expected {1 if skipped else 0}")
+        rows = {t["name"]: t for t in rep["tensors"]}
+        check(set(rows) == set(want) | set(skipped), f"{case['file']}: names {sorted(set(rows) ^ (set(want) | set(skipped)))}")
+        for name, w in want.items():
+            r = rows.get(name)
+            if not r:
+                continue
+            ctx = f"{case['file']}:{name}"
+            check(r["state"] == "loaded", f"{ctx}: state {r['state']} {r.get('reason', '')}")
+            check(r["dtype"] == w["dtype"], f"{ctx}: dtype {r['dtype']} != {w['dtype']}")
+            check(r["shape"] == w["shape"], f"{ctx}: shape {r['shape']} != {w['shape']}")
+            check(r.get("crc32") == w["crc32"], f"{ctx}: crc32 {r.get('crc32')} != {w['crc32']}")
+            check(r.get("nan") == w["nan"] and r.get("inf") == w["inf"],
+                  f"{ctx}: nan/inf {r.get('nan')}/{r.get('inf')} != {w['nan']}/{w['inf']}")
+        for name, why in skipped.items():
+            r = rows.get(name)
+            if r:
+                check(r["state"] in ("skipped", "meta"), f"{case['file']}:{name}: {why} entry loaded as {r['state']}")
+        total_nan = sum(w["nan"] for w in want.values())
+        check(rep["totals"]["nan"] == total_nan, f"{case['file']}: totals.nan {rep['totals']['nan']} != {total_nan}")
+
+        # 2. meta: same names, dtypes and shapes, no byte of the file read.
+        rc, rep, err = load_json(a.ckpt, "--device", "meta", path)
+        if rep is None:
+            check(False, f"{case['file']} meta: no JSON (rc {rc}): {err.strip()}")
+            continue
+        check(rep["totals"]["bytes_read"] == 0, f"{case['file']} meta: read {rep['totals']['bytes_read']} bytes")
+        rows = {t["name"]: t for t in rep["tensors"]}
+        for name, w in want.items():
+            r = rows.get(name, {})
+            check(r.get("shape") == w["shape"] and r.get("dtype") == w["dtype"], f"{case['file']}:{name} meta: {r}")
+
+    # 3. Key matching against the TorchScript architecture, like load_state_dict(strict=True).
+    for m in exp["matches"]:
+        args = ["--device", "meta", "--model", os.path.join(td, m["model"])]
+        if m.get("strip_prefix"):
+            args += ["--strip-prefix", m["strip_prefix"]]
+        rc, rep, err = load_json(a.ckpt, *args, os.path.join(td, m["file"]))
+        ctx = f"match {m['file']} {m.get('strip_prefix', '')}"
+        if rep is None:
+            check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
+            continue
+        got = rep["model"]
+        ok = not (m["missing"] or m["unexpected"] or m["mismatched"])
+        check(rc == (0 if ok else 1), f"{ctx}: exit {rc}")
+        check(got["missing_keys"] == sorted(m["missing"]), f"{ctx}: missing {got['missing_keys']}")
+        check(got["unexpected_keys"] == sorted(m["unexpected"]), f"{ctx}: unexpected {got['unexpected_keys']}")
+        check([x["key"] for x in got["mismatched_keys"]] == sorted(m["mismatched"]), f"{ctx}: mismatched {got['mismatched_keys']}")
+        for x in got["mismatched_keys"]:
+            d = m.get("mismatched_detail", {}).get(x["key"])
+            if d:
+                check((x["file_shape"], x["file_dtype"], x["model_shape"], x["model_dtype"]) ==
+                      (d["file"]["shape"], d["file"]["dtype"], d["model"]["shape"], d["model"]["dtype"]), f"{ctx}: {x}")
+        check(got["suggested_strip_prefix"] == m["suggested_strip_prefix"], f"{ctx}: strip {got['suggested_strip_prefix']}")
+        check(got["suggested_add_prefix"] == m["suggested_add_prefix"], f"{ctx}: add {got['suggested_add_prefix']}")
+
+    # 4. Empty init into the architecture on CPU: FILE's values, ARCH's weights never read; a plain load reads them.
+    arch = os.path.join(td, "load", "arch.pt")
+    sd = os.path.join(td, "load", "sd_orig_mod.pt")
+    want = next(c for c in exp["loads"] if c["file"] == "load/sd_orig_mod.pt")["tensors"]
+    for empty in (True, False):
+        args = ["--checksum", "--model", arch, "--strip-prefix", "_orig_mod.", sd] + (["--empty-init"] if empty else [])
+        rc, rep, err = load_json(a.ckpt, *args)
+        ctx = f"model load empty_init={empty}"
+        if rep is None:
+            check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
+            continue
+        check(rc == 0, f"{ctx}: exit {rc} {err}")
+        rows = {t["name"]: t for t in rep["tensors"]}
+        for name, w in want.items():
+            check(rows.get(name[len("_orig_mod."):], {}).get("crc32") == w["crc32"], f"{ctx}: {name} crc32")
+        if empty:
+            check(rep["model"]["arch_bytes_read"] == 0 and rep["model"]["arch_bytes_skipped"] > 0, f"{ctx}: {rep['model']}")
+            check(rep["model"]["bytes_written_twice"] == 0, f"{ctx}: written twice")
+        else:
+            check(rep["model"]["arch_bytes_read"] > 0 and rep["model"]["bytes_written_twice"] > 0, f"{ctx}: {rep['model']}")
+
+    # 5. A file whose data region is garbage still loads on meta (no byte read) and on CPU shows the NaNs.
+    rc, rep, err = load_json(a.ckpt, "--device", "meta", os.path.join(td, "load", "garbage_data.pt"))
+    check(rc == 0 and rep and rep["totals"]["bytes_read"] == 0, f"garbage meta: rc {rc} {err}")
+
+    # 6. A tensor reaching past its storage: refused on every device, exit 3 naming file, member and offset.
+    bad = os.path.join(td, "bad", "storage_overrun.pt")
+    for dev in ("meta", "cpu"):
+        rc, out, err = run(a.ckpt, "--device", dev, bad)
+        check(rc == 3 and "storage_overrun.pt: plain_state_dict/data.pkl+0x" in err and out == "",
+              f"storage overrun {dev}: rc {rc} {err!r}")
+
+    # 7. CUDA with a CPU-only LibTorch (or no GPU): exit 4 naming CUDA.
+    rc, out, err = run(a.ckpt, "--device", "cuda", os.path.join(td, "load", "nan_inf.pt"))
+    if rc != 0:
+        check(rc == 4 and "CUDA" in err and err.count("\n") == 1, f"cuda unavailable: rc {rc} {err!r}")
+    rc, out, err = run(a.ckpt, "--device", "tpu", os.path.join(td, "load", "nan_inf.pt"))
+    check(rc == 2, f"bad device: rc {rc}")
+
+    # 8. TorchScript that the linked LibTorch cannot compile: exit 3 naming the missing operator and the version.
+    rc, out, err = run(a.ckpt, "--device", "meta", os.path.join(td, "ts113", "edited_sdpa.pt"))
+    check(rc == 3 and "aten::scaled_dot_product_attention" in err and "LibTorch" in err and "code/" in err,
+          f"edited_sdpa: rc {rc} {err!r}")
+
+    # 9. Text output: the table and totals, nothing on stderr when piped.
+    rc, out, err = run(a.ckpt, os.path.join(td, "load", "nan_inf.pt"))
+    check(rc == 0 and "NaN" in out and "f32_t" in out and err == "", f"text: rc {rc} {err!r}")
+
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        return 1
+    print(f"load cases: all {checks[0]} checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
