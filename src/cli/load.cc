@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <cstdio>
 #include <set>
@@ -23,6 +25,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Seconds since this process started (exec of ckpt, which execs ckpt-torch in place, and LibTorch's
+// static initialization all come before main).
+double process_age() {
+  std::FILE* f = std::fopen("/proc/self/stat", "r");
+  if (!f) return 0.0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces
+  if (!p) return 0.0;
+  unsigned long long start = 0;
+  // fields after the name: state(3) ... starttime(22)
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+    return 0.0;
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const double age = static_cast<double>(now.tv_sec) + now.tv_nsec * 1e-9 - static_cast<double>(start) / sysconf(_SC_CLK_TCK);
+  return age > 0 ? age : 0.0;
+}
 
 uint64_t peak_rss_bytes() {
   rusage ru{};
@@ -65,6 +88,7 @@ uint64_t model_storage_bytes(const Checkpoint& ck) {
 
 int run_load(const LoadOptions& o) {
   const auto t0 = Clock::now();
+  const double startup = process_age();
   const c10::Device device = [&] {
     try {
       return torchb::parse_device(o.device);
@@ -157,10 +181,11 @@ int run_load(const LoadOptions& o) {
       if (left) rep.notes.push_back(fmt::format("{} tensors of the model were not in FILE and stay on meta", left));
     }
   }
-  if (ck->format == "torchscript" && ck->metadata.contains("constants"))
+  if (ck->format == "torchscript" && ck->metadata.contains("constants") && ck->metadata["constants"].value("tensors", 0) > 0)
     rep.notes.push_back("frozen weights are TorchScript constants: LibTorch loads them with the code, ckpt does not list them");
 
-  rep.seconds = since(t0);
+  rep.startup_seconds = startup;
+  rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
   const std::string out = o.json ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
   std::fwrite(out.data(), 1, out.size(), stdout);

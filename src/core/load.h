@@ -45,6 +45,16 @@ ValueStats tensor_nonfinite(const Tensor& t, const uint8_t* storage);
 // zlib.crc32(t.contiguous().numpy().tobytes()) gives).
 uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage);
 
+// Every byte of the tensors' storages read once, split over `threads`: bounds checked, NaN / Inf counted,
+// CRC-32 taken when asked. Entries that are not materialized strided tensors get empty results.
+// Throws the first InputError any thread met.
+struct TensorCheck {
+  ValueStats stats;
+  std::optional<uint32_t> crc32;
+};
+std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<const Tensor*>& tensors, bool crc,
+                                      unsigned threads);
+
 // ---- key matching (load_state_dict(strict=True)) ----
 struct KeyMismatch {
   std::string key;
@@ -98,9 +108,10 @@ struct LoadReport {
   uint64_t zero_copy_bytes = 0, copied_bytes = 0;
   uint64_t device_bytes = 0;             // bytes ckpt allocated on the device
   uint64_t nan = 0, inf = 0;
+  double startup_seconds = 0.0;          // process start to the command (exec, loading LibTorch)
   double read_seconds = 0.0;             // parsing the file's structure
   double load_seconds = 0.0;             // materializing tensors
-  double seconds = 0.0;                  // whole command
+  double seconds = 0.0;                  // the whole process, startup included
   uint64_t peak_rss = 0;                 // bytes
   std::vector<LoadedTensor> rows;
   std::vector<std::string> notes;        // one line each, shown under the table

@@ -149,9 +149,17 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     ByteView bytes;
   };
   std::unordered_map<const Storage*, Made> made;
+  // Every byte read and checked first, on every core; then the tensors are wrapped / copied.
+  std::vector<TensorCheck> checks;
+  if (!meta) {
+    std::vector<const Tensor*> list;
+    for (const Target& tg : targets) list.push_back(tg.tensor);
+    checks = check_values(ck, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()));
+  }
   std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views;
 
-  for (const Target& tg : targets) {
+  for (size_t k = 0; k < targets.size(); ++k) {
+    const Target& tg = targets[k];
     const Tensor& t = *tg.tensor;
     LoadedTensor row;
     row.name = tg.name;
@@ -205,7 +213,6 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     if (it == made.end()) {
       ByteView bytes = index.bytes(*s);
       const MappedFile& file = s->source ? *s->source : *ck.file;
-      file.prefetch(bytes.data(), bytes.size());
       c10::Storage storage;
       if (cuda) {
         at::Tensor dev = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte).device(o.device));
@@ -233,10 +240,10 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
                        .set_(it->second.storage, t.offset, vec(t.shape), vec(t.stride));
-    row.stats = tensor_nonfinite(t, it->second.bytes.data());
+    row.stats = checks[k].stats;
+    row.crc32 = checks[k].crc32;
     rep.nan += row.stats.nan;
     rep.inf += row.stats.inf;
-    if (o.checksum) row.crc32 = tensor_crc32(t, it->second.bytes.data());
     if (o.dtype && x.is_floating_point() && x.scalar_type() != *o.dtype) {
       x = x.to(*o.dtype);
       row.zero_copy = false;
