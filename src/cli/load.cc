@@ -182,7 +182,9 @@ int run_load(const LoadOptions& o) {
     }
   }
   if (ck->format == "torchscript" && ck->metadata.contains("constants") && ck->metadata["constants"].value("tensors", 0) > 0)
-    rep.notes.push_back("frozen weights are TorchScript constants: LibTorch loads them with the code, ckpt does not list them");
+    rep.notes.push_back(fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
+                                    "loads them with the code; they are not listed here",
+                                    ck->metadata["constants"].value("tensors", 0)));
 
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
                "ckpt"};
   app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 findings at or above --fail-on, 2 usage error, 3 unreadable or unsupported input,\n"
+  app.footer("Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 unreadable or unsupported input,\n"
              "4 the environment cannot do it. See man ckpt.");
   ckpt::cli::SummaryOptions summary;
   ckpt::cli::setup_summary(app, summary);

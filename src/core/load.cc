@@ -187,7 +187,7 @@ uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage) {
 }
 
 std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<const Tensor*>& tensors, bool crc,
-                                      unsigned threads) {
+                                      unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<TensorCheck> out(tensors.size());
   StorageIndex index(ck);
   std::vector<size_t> order;  // biggest first, so the last tensor handed out is a small one
@@ -196,10 +196,13 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<co
     if (t.state == TensorState::Materialized && t.layout == "strided" && t.dtype && !t.storage.empty()) order.push_back(k);
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors[a]->bytes > tensors[b]->bytes; });
+  uint64_t total = 0;
+  for (size_t k : order) total += tensors[k]->bytes;
   std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done{0};
   std::exception_ptr error;
   std::mutex error_lock;
-  auto work = [&] {
+  auto work = [&](bool report) {
     try {
       for (size_t i = next++; i < order.size(); i = next++) {
         const Tensor& t = *tensors[order[i]];
@@ -211,6 +214,8 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<co
         TensorCheck& c = out[order[i]];
         c.stats = tensor_nonfinite(t, b.data());
         if (crc) c.crc32 = tensor_crc32(t, b.data());
+        done += t.bytes;
+        if (report && progress) progress(done, total);
       }
     } catch (...) {
       std::lock_guard<std::mutex> g(error_lock);
@@ -219,8 +224,8 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<co
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work);
-  work();
+  for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work, false);
+  work(true);
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
   return out;

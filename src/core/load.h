@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -52,8 +53,10 @@ struct TensorCheck {
   ValueStats stats;
   std::optional<uint32_t> crc32;
 };
+// `progress(bytes done, bytes total)` is called from the calling thread only.
 std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<const Tensor*>& tensors, bool crc,
-                                      unsigned threads);
+                                      unsigned threads,
+                                      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 // ---- key matching (load_state_dict(strict=True)) ----
 struct KeyMismatch {

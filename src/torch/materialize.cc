@@ -154,7 +154,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   if (!meta) {
     std::vector<const Tensor*> list;
     for (const Target& tg : targets) list.push_back(tg.tensor);
-    checks = check_values(ck, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()));
+    checks = check_values(ck, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()), o.progress);
   }
   std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views;
 
@@ -235,7 +235,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       rep.bytes_read += s->nbytes;
       done += s->nbytes;
       it = made.emplace(s, Made{std::move(storage), bytes}).first;
-      if (o.progress) o.progress(done, total);
+      if (o.progress && cuda) o.progress(done, total);
     }
     row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))

@@ -110,7 +110,14 @@ torch::jit::Module load_structure(const Checkpoint& ck) {
     const uint64_t off = static_cast<uint64_t>(b.data() - ck.file->view().data());
     zero.emplace_back(off, off + b.size());
   }
-  return checked_load(ck, std::make_shared<ZeroedRangesAdapter>(ck.file, std::move(zero)), c10::Device(c10::kMeta));
+  auto rai = std::make_shared<ZeroedRangesAdapter>(ck.file, std::move(zero));
+  try {
+    return torch::jit::load(rai, c10::Device(c10::kMeta));
+  } catch (const std::exception&) {
+    // Some archives run operators while loading that have no meta kernel (frozen modules: aten::equal on
+    // their constants). On CPU the zeroed payloads cost memory but are still not read from the file.
+    return checked_load(ck, rai, c10::Device(c10::kCPU));
+  }
 }
 
 torch::jit::Module load_plain(const Checkpoint& ck, c10::Device device) {
