@@ -1,5 +1,7 @@
 #include "core/diff.h"
 
+#include "core/load.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,19 +47,11 @@ bool numeric(const DType* d) {
 }
 
 // Where a tensor's storage bytes are in its file (nullptr when it has none: meta, lazy, missing).
-const uint8_t* storage_bytes(const Checkpoint& ck, const Tensor& t, std::unordered_map<std::string, const Storage*>& index) {
+const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
   if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != "strided") return nullptr;
-  if (index.empty())
-    for (const Storage& s : ck.storages) index.emplace(s.key, &s);
-  auto it = index.find(t.storage);
-  if (it == index.end() || !it->second->present) return nullptr;
-  const Storage& s = *it->second;
-  const MappedFile* f = s.source ? s.source : ck.file.get();
-  const ByteView v = f->view();
-  uint64_t off = s.file_offset;
-  if (s.local_header != UINT64_MAX)
-    off = s.local_header + 30 + v.le<uint16_t>(s.local_header + 26) + v.le<uint16_t>(s.local_header + 28);
-  return v.sub(off, s.nbytes, "storage data").data();
+  const Storage* s = index.find(t.storage);
+  if (!s || !s->present) return nullptr;
+  return index.bytes(*s).data();
 }
 
 // Calls fn(byte offset of element) for every element in row-major order.
@@ -125,7 +119,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     return it == in_b.end() ? nullptr : &B.tensors[it->second];
   };
 
-  std::unordered_map<std::string, const Storage*> index_a, index_b;
+  const StorageIndex index_a(A), index_b(B);
   std::unordered_map<const Tensor*, bool> matched_b;
   for (const Tensor& ta : A.tensors) {
     const Tensor* tb = partner(ta.name);
@@ -145,8 +139,8 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     d.state_changed = ta.state != tb->state;
     const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
     if (o.values && ta.shape == tb->shape && ta.state == tb->state) {
-      const uint8_t* pa = storage_bytes(A, ta, index_a);
-      const uint8_t* pb = storage_bytes(B, *tb, index_b);
+      const uint8_t* pa = storage_bytes(ta, index_a);
+      const uint8_t* pb = storage_bytes(*tb, index_b);
       if (pa && pb) {
         d.compared = true;
         ++r.compared;
