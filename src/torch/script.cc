@@ -61,8 +61,24 @@ class ZeroedRangesAdapter : public caffe2::serialize::ReadAdapterInterface {
   const size_t nl = what.find_first_not_of("\n ");
   what = what.substr(nl == std::string::npos ? 0 : nl);
   if (what.find("Unknown builtin op") == std::string::npos && what.find("Unknown type name") == std::string::npos) {
-    throw UnsupportedError(ck.path, fmt::format("LibTorch {} cannot load this TorchScript archive: {}", libtorch_version(),
-                                                what.substr(0, what.find('\n'))));
+    // One line: LibTorch's first two lines (often a schema, then the reason) and where in code/ it stopped.
+    std::string brief;
+    size_t lines = 0;
+    for (size_t at = 0; at < what.size() && lines < 2;) {
+      size_t nl = what.find('\n', at);
+      if (nl == std::string::npos) nl = what.size();
+      std::string line = what.substr(at, nl - at);
+      line.erase(0, line.find_first_not_of(" \t"));
+      if (!line.empty()) {
+        brief += (lines++ ? " " : "") + line;
+      }
+      at = nl + 1;
+    }
+    if (brief.size() > 400) brief = brief.substr(0, 400) + "...";
+    static const std::regex where(R"re(File "([^"]+)", line ([0-9]+))re");
+    std::smatch w;
+    if (std::regex_search(what, w, where)) brief += fmt::format(" (at {}:{})", w[1].str(), w[2].str());
+    throw UnsupportedError(ck.path, fmt::format("LibTorch {} cannot load this TorchScript archive: {}", libtorch_version(), brief));
   }
   static const std::regex call(R"(\b(?:torch|ops\.(aten|prim|quantized|[a-z_]+))\.([A-Za-z_][A-Za-z0-9_]*)\()");
   std::map<std::string, std::string> missing;  // op -> first place
