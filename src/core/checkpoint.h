@@ -42,6 +42,14 @@ struct Tensor {
   std::string shard;                  // sharded checkpoints: the shard file holding it
 };
 
+// torch.distributed.checkpoint: one piece of a tensor, stored as a torch.save blob of that piece in a
+// region of a .distcp file.
+struct Chunk {
+  std::vector<int64_t> offsets, sizes;  // where the piece sits in the whole tensor
+  const MappedFile* file = nullptr;     // the .distcp file (kept alive by Checkpoint::keep_alive)
+  uint64_t offset = 0, length = 0;      // the region holding the blob
+};
+
 struct Storage {
   std::string key;
   const DType* dtype = nullptr;
@@ -54,6 +62,8 @@ struct Storage {
   const MappedFile* source = nullptr; // the file holding the bytes when not the checkpoint's own (shards)
   bool present = false;               // the bytes are in the file
   bool in_model = false;              // referenced by the model (not only by optimizer state)
+  std::vector<Chunk> chunks;          // DCP: the bytes are assembled from these (contiguous, of `shape`)
+  std::vector<int64_t> shape;         // DCP: the whole tensor's size
 };
 
 struct Module {

@@ -59,8 +59,9 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
   ck.file_size = 0;
   for (const auto& [name, size] : sizes) ck.file_size += size;
 
-  // Regions by fqn.
-  std::map<std::string, std::vector<const Value*>> regions;
+  // Regions by (fqn, chunk offsets); each .distcp file mapped once (no byte read until a load asks).
+  std::map<std::pair<std::string, std::vector<int64_t>>, Chunk> regions;
+  std::map<std::string, const MappedFile*> mapped;
   nlohmann::ordered_json bytes_entries = nlohmann::ordered_json::array();
   if (const Value* sd = field(u.root, "storage_data"); sd && sd->kind == PKind::Dict) {
     for (size_t k = 0; k + 1 < sd->items.size(); k += 2) {
@@ -80,7 +81,18 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
       uint64_t end;
       if (add_overflows(static_cast<uint64_t>(off->i), static_cast<uint64_t>(len->i), &end) || end > it->second)
         v.fail(info->offset, fmt::format("region [{}, +{}) of '{}' lies outside its {} bytes", off->i, len->i, file, it->second));
-      regions[std::string(fqn->s)].push_back(info);
+      auto [mf, fresh] = mapped.emplace(file, nullptr);
+      if (fresh) {
+        auto f = MappedFile::open((root / file).string());
+        mf->second = f.get();
+        ck.keep_alive.push_back(f);
+      }
+      Chunk c;
+      c.offsets = ints(field(idx, "offset"));
+      c.file = mf->second;
+      c.offset = static_cast<uint64_t>(off->i);
+      c.length = static_cast<uint64_t>(len->i);
+      regions[{std::string(fqn->s), c.offsets}] = std::move(c);
     }
   }
 
@@ -113,7 +125,9 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
     t.bytes = dtype_bytes(*t.dtype, numel);
     t.storage = fqn;
     t.identity = m;
-    // Every chunk must lie inside the tensor.
+    // Every chunk must lie inside the tensor and have its region.
+    std::vector<Chunk> pieces;
+    bool all_found = true;
     if (const Value* chunks = field(m, "chunks"); chunks && chunks->kind == PKind::List)
       for (const Value* c : chunks->items) {
         auto o = ints(field(c, "offsets")), s = ints(field(c, "sizes"));
@@ -121,6 +135,14 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
           v.fail(c->offset, fmt::format("chunk of '{}' has {} offsets for {} dimensions", fqn, o.size(), t.shape.size()));
         for (size_t d = 0; d < o.size(); ++d)
           if (o[d] < 0 || s[d] < 0 || o[d] + s[d] > t.shape[d]) v.fail(c->offset, fmt::format("chunk of '{}' reaches outside its size", fqn));
+        auto r = regions.find({fqn, o});
+        if (r == regions.end()) {
+          all_found = false;
+          continue;
+        }
+        Chunk piece = r->second;
+        piece.sizes = s;
+        pieces.push_back(std::move(piece));
       }
     if (ck.tensors.size() >= limits.tensors) v.fail(m->offset, fmt::format("more than {} tensors", limits.tensors));
     Storage s;
@@ -129,7 +151,9 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
     s.numel = numel;
     s.nbytes = t.bytes;
     s.device = "cpu";
-    s.present = regions.count(fqn) > 0;
+    s.present = all_found && !pieces.empty();
+    s.chunks = std::move(pieces);
+    s.shape = t.shape;
     s.in_model = true;
     ck.storages.push_back(std::move(s));
     ck.tensors.push_back(std::move(t));

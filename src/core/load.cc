@@ -13,13 +13,14 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/reader.h"
 #include "core/render.h"
 
 namespace ckpt {
 
 // ---- storages ----
 
-StorageIndex::StorageIndex(const Checkpoint& ck) : ck_(ck) {
+StorageIndex::StorageIndex(const Checkpoint& ck, Limits limits) : ck_(ck), limits_(limits) {
   for (const Storage& s : ck.storages) by_key_.emplace(s.key, &s);
 }
 
@@ -29,6 +30,7 @@ const Storage* StorageIndex::find(const std::string& key) const {
 }
 
 ByteView StorageIndex::bytes(const Storage& s) const {
+  if (assembled(s)) return assemble(s);
   const MappedFile* f = s.source ? s.source : ck_.file.get();
   const ByteView v = f->view();
   const std::string member = s.member.empty() ? std::string() : std::string(s.member);
@@ -43,6 +45,57 @@ ByteView StorageIndex::bytes(const Storage& s) const {
                      fmt::format("storage '{}' needs {} bytes at file offset {:#x}; the file has {}", s.key, s.nbytes,
                                  off, off > v.size() ? 0 : v.size() - off));
   return v.sub(off, s.nbytes, "storage data").as_member(member);
+}
+
+// A DCP tensor: each chunk is a torch.save blob of that piece, read by ckpt's own reader and copied
+// row by row into the whole (contiguous) tensor.
+ByteView StorageIndex::assemble(const Storage& s) const {
+  std::lock_guard<std::mutex> g(lock_);
+  auto it = assembled_.find(&s);
+  if (it == assembled_.end()) {
+    std::vector<uint8_t> whole(s.nbytes, 0);
+    const uint64_t item = s.dtype->itemsize;
+    const std::vector<int64_t> strides = [&] {
+      std::vector<int64_t> st(s.shape.size(), 1);
+      for (size_t d = s.shape.size(); d-- > 1;) st[d - 1] = st[d] * s.shape[d];
+      return st;
+    }();
+    for (const Chunk& c : s.chunks) {
+      const ByteView region = c.file->view().sub(c.offset, c.length, "DCP region");
+      const std::string name = fmt::format("{}+{:#x}", c.file->path(), c.offset);
+      Checkpoint part = read_checkpoint(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name), limits_);
+      auto fail = [&](const std::string& why) { throw InputError(c.file->path(), "", c.offset, fmt::format("DCP chunk of '{}': {}", s.key, why)); };
+      if (part.tensors.size() != 1) fail(fmt::format("the region holds {} tensors, not one", part.tensors.size()));
+      const Tensor& pt = part.tensors.front();
+      if (pt.dtype != s.dtype || pt.shape != c.sizes || pt.layout != "strided" || pt.state != TensorState::Materialized)
+        fail(fmt::format("the region holds {} {}, the metadata says {} {}", pt.dtype ? pt.dtype->name : "?",
+                         shape_text(pt.shape), s.dtype->name, shape_text(c.sizes)));
+      StorageIndex sub(part, limits_);
+      const Storage* ps = sub.find(pt.storage);
+      if (!ps) fail("its tensor has no storage");
+      checked_extent(part, pt, *ps);
+      const uint8_t* src = sub.bytes(*ps).data();
+      // every element of the piece, at its place in the whole
+      const size_t nd = c.sizes.size();
+      if (pt.numel == 0) continue;
+      std::vector<int64_t> idx(nd, 0);
+      for (int64_t k = 0; k < pt.numel; ++k) {
+        int64_t from = pt.offset, to = 0;
+        for (size_t d = 0; d < nd; ++d) {
+          from += idx[d] * pt.stride[d];
+          to += (c.offsets[d] + idx[d]) * strides[d];
+        }
+        std::memcpy(whole.data() + static_cast<uint64_t>(to) * item, src + static_cast<uint64_t>(from) * item, item);
+        for (size_t d = nd; d-- > 0;) {
+          if (++idx[d] < c.sizes[d]) break;
+          idx[d] = 0;
+        }
+      }
+    }
+    auto origin = std::make_shared<Origin>(Origin{ck_.path, s.key});
+    it = assembled_.emplace(&s, std::make_pair(std::move(whole), std::move(origin))).first;
+  }
+  return ByteView(it->second.first.data(), it->second.first.size(), it->second.second, 0);
 }
 
 bool is_contiguous(const Tensor& t) {
@@ -186,10 +239,9 @@ uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage) {
   return static_cast<uint32_t>(crc);
 }
 
-std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<const Tensor*>& tensors, bool crc,
+std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors, bool crc,
                                       unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<TensorCheck> out(tensors.size());
-  StorageIndex index(ck);
   std::vector<size_t> order;  // biggest first, so the last tensor handed out is a small one
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = *tensors[k];

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -18,15 +21,23 @@ namespace ckpt {
 
 // Storage lookup by key, and the bytes of a storage as a view naming its zip member (errors then say
 // "model.pt: archive/data/3+0x0: ..."). Throws InputError when the bytes are not in the file.
+// DCP storages are assembled from their chunks on first use into memory this index owns (thread-safe):
+// views of those live as long as the index.
 class StorageIndex {
  public:
-  explicit StorageIndex(const Checkpoint& ck);
+  explicit StorageIndex(const Checkpoint& ck, Limits limits = Limits{});
   const Storage* find(const std::string& key) const;
   ByteView bytes(const Storage& s) const;
+  // True when bytes(s) is memory of this index rather than a view of a mapped file.
+  static bool assembled(const Storage& s) { return !s.chunks.empty(); }
 
  private:
+  ByteView assemble(const Storage& s) const;
   const Checkpoint& ck_;
+  Limits limits_;
   std::unordered_map<std::string, const Storage*> by_key_;
+  mutable std::mutex lock_;
+  mutable std::map<const Storage*, std::pair<std::vector<uint8_t>, std::shared_ptr<const Origin>>> assembled_;
 };
 
 // Checks that a strided tensor lies inside its storage (offset + extent) and returns the number of
@@ -54,7 +65,7 @@ struct TensorCheck {
   std::optional<uint32_t> crc32;
 };
 // `progress(bytes done, bytes total)` is called from the calling thread only.
-std::vector<TensorCheck> check_values(const Checkpoint& ck, const std::vector<const Tensor*>& tensors, bool crc,
+std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors, bool crc,
                                       unsigned threads,
                                       const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 

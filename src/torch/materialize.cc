@@ -154,7 +154,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   if (!meta) {
     std::vector<const Tensor*> list;
     for (const Target& tg : targets) list.push_back(tg.tensor);
-    checks = check_values(ck, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()), o.progress);
+    checks = check_values(ck, index, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()), o.progress);
   }
   std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views;
 
@@ -222,7 +222,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
         rep.copied_bytes += s->nbytes;
       } else {
         const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
-        if (reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+        if (!StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
           storage = borrowed_storage(bytes.data(), bytes.size());
           rep.zero_copy_bytes += s->nbytes;
         } else {
