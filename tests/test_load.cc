@@ -117,3 +117,26 @@ TEST_CASE("load: --add-prefix is suggested when FILE lacks the model's wrapper p
   CHECK(renamed_key("_orig_mod.a.b", "_orig_mod.", "") == "a.b");
   CHECK(renamed_key("a.b", "_orig_mod.", "model.") == "model.a.b");
 }
+
+TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's values") {
+  const json e = test::read_json(test::testdata() / "t26" / "load_expected.json");
+  size_t checked = 0;
+  for (const json& c : e["loads"]) {
+    const std::string file = c["file"].get<std::string>();
+    if (file.rfind("formats/dcp", 0) != 0) continue;
+    CAPTURE(file);
+    const Checkpoint ck = read_checkpoint((test::testdata() / file).string());
+    StorageIndex index(ck);
+    for (const Tensor& t : ck.tensors) {
+      CAPTURE(t.name);
+      REQUIRE(c["tensors"].contains(t.name));
+      const Storage* s = index.find(t.storage);
+      REQUIRE(s);
+      CHECK(!s->chunks.empty());
+      const ByteView b = index.bytes(*s);
+      CHECK(tensor_crc32(t, b.data()) == c["tensors"][t.name]["crc32"].get<uint32_t>());
+      ++checked;
+    }
+  }
+  CHECK(checked == 22);
+}
