@@ -262,10 +262,12 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
         if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
         checked_extent(ck, t, *s);
         const ByteView b = index.bytes(*s);
-        (s->source ? *s->source : *ck.file).prefetch(b.data(), b.size());
+        const MappedFile& file = s->source ? *s->source : *ck.file;
+        file.prefetch(b.data(), b.size());
         TensorCheck& c = out[order[i]];
         c.stats = tensor_nonfinite(t, b.data());
         if (crc) c.crc32 = tensor_crc32(t, b.data());
+        if (!StorageIndex::assembled(*s)) file.release(b.data(), b.size());  // checked: back to the page cache
         done += t.bytes;
         if (report && progress) progress(done, total);
       }

@@ -58,7 +58,8 @@ ValueStats tensor_nonfinite(const Tensor& t, const uint8_t* storage);
 uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage);
 
 // Every byte of the tensors' storages read once, split over `threads`: bounds checked, NaN / Inf counted,
-// CRC-32 taken when asked. Entries that are not materialized strided tensors get empty results.
+// CRC-32 taken when asked. Checked pages of mapped files are released from this process (they stay in
+// the page cache, and zero-copy tensors over them fault them back in when read). Entries that are not materialized strided tensors get empty results.
 // Throws the first InputError any thread met.
 struct TensorCheck {
   ValueStats stats;

@@ -58,6 +58,14 @@ MappedFile::~MappedFile() {
 
 ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0); }
 
+void MappedFile::release(const uint8_t* ptr, uint64_t len) const {
+  if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(ptr) + len) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
   if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));

@@ -26,6 +26,10 @@ class MappedFile {
   // Asks the kernel to map [ptr, ptr+len) in now (MADV_POPULATE_READ, else MADV_WILLNEED): one call
   // instead of a page fault per 4 KiB when a load is about to read every byte. No-op for memory files.
   void prefetch(const uint8_t* ptr, uint64_t len) const;
+  // Drops this process's mapping of the whole pages inside [ptr, ptr+len) (MADV_DONTNEED). The mapping is
+  // read-only, so nothing is lost: the bytes stay in the page cache and fault back in on the next read.
+  // Lets a load check 3 GB without holding 3 GB resident. No-op for memory files.
+  void release(const uint8_t* ptr, uint64_t len) const;
 
  private:
   MappedFile() = default;
