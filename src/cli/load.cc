@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "cli/precheck.h"
 #include "core/load.h"
 #include "core/reader.h"
 #include "core/render.h"
@@ -52,27 +53,6 @@ uint64_t peak_rss_bytes() {
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
-
-// A one-line progress bar on stderr, for loads that last over a second, on a TTY only.
-struct Progress {
-  bool enabled = false;
-  bool shown = false;
-  Clock::time_point t0 = Clock::now();
-  void operator()(uint64_t done, uint64_t total) {
-    if (!enabled || total == 0) return;
-    const double s = since(t0);
-    if (s < 1.0) return;
-    shown = true;
-    const int width = 30;
-    const int fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
-    fmt::print(stderr, "\r[{:<{}}] {:3.0f}%  {} / {}  {:.2f} GB/s", std::string(static_cast<size_t>(fill), '#'), width,
-               100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done), human_bytes(total),
-               static_cast<double>(done) / s / 1e9);
-  }
-  void clear() {
-    if (shown) fmt::print(stderr, "\r{:<80}\r", "");
-  }
-};
 
 uint64_t model_storage_bytes(const Checkpoint& ck) {
   StorageIndex index(ck);
@@ -120,6 +100,10 @@ int run_load(const LoadOptions& o) {
   auto* ck = new Checkpoint(read_checkpoint(o.file, lim));
   rep.format = ck->format;
   rep.read_seconds = since(t0);
+  // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
+  double pre_seconds = 0.0;
+  std::optional<std::vector<TensorCheck>> prechecked;
+  if (!device.is_meta()) prechecked = read_prechecked(*ck, o.checksum, &pre_seconds);
 
   // --model: the architecture, matched key by key before anything is allocated.
   Checkpoint* arch = nullptr;
@@ -151,6 +135,10 @@ int run_load(const LoadOptions& o) {
   Progress progress;
   progress.enabled = !o.json && isatty(STDERR_FILENO);
   mo.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
+  if (prechecked) {
+    mo.prechecked = &*prechecked;
+    rep.check_seconds = pre_seconds;
+  }
   const auto tl = Clock::now();
   auto tensors = torchb::materialize(*ck, targets, mo, rep);
   rep.load_seconds = since(tl);

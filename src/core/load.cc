@@ -419,8 +419,9 @@ std::string load_json_text(const LoadReport& r) {
                   {"bytes", r.bytes}, {"bytes_read", r.bytes_read}, {"zero_copy_bytes", r.zero_copy_bytes},
                   {"copied_bytes", r.copied_bytes}, {"device_bytes", r.device_bytes},
                   {"nan", r.checked_values ? J(r.nan) : J(nullptr)}, {"inf", r.checked_values ? J(r.inf) : J(nullptr)}};
-  j["time"] = J{{"startup_seconds", r.startup_seconds}, {"read_seconds", r.read_seconds}, {"load_seconds", r.load_seconds}, {"seconds", r.seconds},
-                {"gb_per_s", gbps(r.bytes_read, r.load_seconds)}};
+  j["time"] = J{{"startup_seconds", r.startup_seconds}, {"read_seconds", r.read_seconds},
+                {"check_seconds", r.check_seconds}, {"load_seconds", r.load_seconds}, {"seconds", r.seconds},
+                {"gb_per_s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)}};
   j["memory"] = J{{"peak_rss_bytes", r.peak_rss}, {"device_bytes", r.device_bytes}};
   j["complete"] = !r.incomplete();
   J rows = J::array();
@@ -505,9 +506,11 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   out += fmt::format("{:<10} {} ({} read from the file: {} zero-copy, {} copied)\n", "bytes", human_bytes(r.bytes),
                      human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes), human_bytes(r.copied_bytes));
   if (r.checked_values) out += fmt::format("{:<10} {} NaN, {} Inf\n", "values", r.nan, r.inf);
-  out += fmt::format("{:<10} {:.3f} s ({:.3f} s starting LibTorch, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n",
-                     "time", r.seconds, r.startup_seconds, r.read_seconds, r.load_seconds,
-                     gbps(r.bytes_read, r.load_seconds));
+  const std::string checked =
+      r.check_seconds > 0 ? fmt::format("{:.3f} s reading and checking every byte while LibTorch started, ", r.check_seconds) : "";
+  out += fmt::format("{:<10} {:.3f} s ({}{:.3f} s to the command, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n",
+                     "time", r.seconds, checked, r.startup_seconds, r.read_seconds, r.load_seconds,
+                     gbps(r.bytes_read, r.check_seconds + r.load_seconds));
   out += fmt::format("{:<10} peak RSS {}{}\n", "memory", human_bytes(r.peak_rss),
                      r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), r.device) : std::string());
   if (!r.model.empty()) {

@@ -125,6 +125,8 @@ struct LoadReport {
   uint64_t nan = 0, inf = 0;
   double startup_seconds = 0.0;          // process start to the command (exec, loading LibTorch)
   double read_seconds = 0.0;             // parsing the file's structure
+  double check_seconds = 0.0;            // reading and checking every byte in the ckpt process, overlapped
+                                         // with LibTorch's start-up (0 when done inside load_seconds)
   double load_seconds = 0.0;             // materializing tensors
   double seconds = 0.0;                  // the whole process, startup included
   uint64_t peak_rss = 0;                 // bytes

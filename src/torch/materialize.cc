@@ -151,7 +151,9 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   std::unordered_map<const Storage*, Made> made;
   // Every byte read and checked first, on every core; then the tensors are wrapped / copied.
   std::vector<TensorCheck> checks;
-  if (!meta) {
+  if (!meta && o.prechecked && o.prechecked->size() == targets.size()) {
+    checks = *o.prechecked;
+  } else if (!meta) {
     std::vector<const Tensor*> list;
     for (const Target& tg : targets) list.push_back(tg.tensor);
     checks = check_values(ck, index, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()), o.progress);

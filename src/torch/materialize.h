@@ -41,6 +41,7 @@ struct MaterializeOptions {
   bool checksum = false;                  // CRC-32 per tensor (CPU bytes before any --dtype conversion)
   std::optional<at::ScalarType> dtype;    // convert floating tensors
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes
+  const std::vector<TensorCheck>* prechecked = nullptr;  // check_values results for `targets`, done elsewhere
 };
 
 // Materializes `targets` of `ck`, appending one row per target to report.rows and updating its totals.

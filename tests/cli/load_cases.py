@@ -209,6 +209,17 @@ def main():
         check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
               f"{name}: rc {rc} {rep and rep['totals']} want {want}")
 
+    # 9b. ckpt checks every byte itself while ckpt-torch starts LibTorch, and hands the results over;
+    #     ckpt-torch run directly checks by itself. Both give the same rows.
+    torch_bin = os.path.join(os.path.dirname(os.path.abspath(a.ckpt)), "ckpt-torch")
+    f = os.path.join(td, "load", "nan_inf.pt")
+    rc1, rep1, _ = load_json(a.ckpt, "--checksum", f)
+    p = subprocess.run([torch_bin, "load", "--json", "--checksum", f], capture_output=True, text=True, timeout=300)
+    rep2 = json.loads(p.stdout) if p.returncode == 0 else None
+    check(rep1 and rep2 and rep1["tensors"] == rep2["tensors"], "overlapped and direct loads differ")
+    check(rep1 and rep1["time"]["check_seconds"] > 0 and rep2 and rep2["time"]["check_seconds"] == 0,
+          f"check_seconds: {rep1 and rep1['time']} / {rep2 and rep2['time']}")
+
     # 10. Text output: the table and totals, nothing on stderr when piped.
     rc, out, err = run(a.ckpt, os.path.join(td, "load", "nan_inf.pt"))
     check(rc == 0 and "NaN" in out and "f32_t" in out and err == "", f"text: rc {rc} {err!r}")

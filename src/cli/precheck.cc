@@ -1,0 +1,163 @@
+#include "cli/precheck.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/reader.h"
+#include "core/render.h"
+
+namespace ckpt::cli {
+namespace {
+
+constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'C', 'H', 'K', '1'};
+
+#pragma pack(push, 1)
+struct Header {
+  char magic[8];
+  uint8_t ok;         // 0: the parent could not read or check the file (the child then finds out itself)
+  uint8_t crc;        // CRC-32s included
+  uint64_t tensors;   // ck.tensors.size()
+  uint64_t file_size; // ck.file_size
+  double seconds;     // the parent's read + check time
+};
+struct Record {
+  uint64_t nan, inf;
+  uint8_t has_crc;
+  uint32_t crc;
+};
+#pragma pack(pop)
+
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n) {
+    const ssize_t r = ::read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+void Progress::operator()(uint64_t done, uint64_t total) {
+  if (!enabled || total == 0) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (s < 1.0) return;
+  shown = true;
+  const int width = 30;
+  const int fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
+  fmt::print(stderr, "\r[{:<{}}] {:3.0f}%  {} / {}  {:.2f} GB/s", std::string(static_cast<size_t>(fill), '#'), width,
+             100.0 * static_cast<double>(done) / static_cast<double>(total), human_bytes(done), human_bytes(total),
+             static_cast<double>(done) / s / 1e9);
+}
+
+void Progress::clear() {
+  if (shown) fmt::print(stderr, "\r{:<80}\r", "");
+  shown = false;
+}
+
+int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
+  int fds[2];
+  if (o.device == "meta" || ::pipe2(fds, O_CLOEXEC) != 0) exec_torch_backend(argc, argv);  // nothing to overlap
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) exec_torch_backend(argc, argv);
+  if (pid == 0) {
+    ::close(fds[1]);
+    ::fcntl(fds[0], F_SETFD, 0);
+    ::setenv("CKPT_PRECHECK_FD", std::to_string(fds[0]).c_str(), 1);
+    try {
+      exec_torch_backend(argc, argv);
+    } catch (const EnvironmentError& e) {
+      fmt::print(stderr, "ckpt: error: {}\n", e.what());
+      std::_Exit(kExitEnvironment);
+    }
+  }
+  ::close(fds[0]);
+  std::signal(SIGPIPE, SIG_IGN);  // the child may stop early (usage error, no CUDA): then stop writing
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  std::vector<Record> records;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    auto* ck = new Checkpoint(read_checkpoint(o.file, o.resolve()));  // freed by exit, as in summary.cc
+    std::vector<const Tensor*> list;
+    for (const Tensor& t : ck->tensors) list.push_back(&t);
+    Progress progress;
+    progress.enabled = !o.json && isatty(STDERR_FILENO);
+    const StorageIndex index(*ck);
+    // One core is LibTorch's (starting in the child); the others check.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    auto checks = check_values(*ck, index, list, o.checksum, cores > 1 ? cores - 1 : 1,
+                               [&](uint64_t done, uint64_t total) { progress(done, total); });
+    progress.clear();
+    for (const TensorCheck& c : checks)
+      records.push_back({c.stats.nan, c.stats.inf, static_cast<uint8_t>(c.crc32.has_value()), c.crc32.value_or(0)});
+    h.ok = 1;
+    h.crc = o.checksum;
+    h.tensors = ck->tensors.size();
+    h.file_size = ck->file_size;
+  } catch (const std::exception&) {
+    h.ok = 0;  // the child reads the file itself and reports the error
+  }
+  h.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (write_all(fds[1], &h, sizeof(h)) && h.ok) write_all(fds[1], records.data(), records.size() * sizeof(Record));
+  ::close(fds[1]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitEnvironment;
+}
+
+std::optional<std::vector<TensorCheck>> read_prechecked(const Checkpoint& ck, bool need_crc, double* seconds) {
+  const char* env = std::getenv("CKPT_PRECHECK_FD");
+  if (!env || !*env) return std::nullopt;
+  const int fd = std::atoi(env);
+  ::unsetenv("CKPT_PRECHECK_FD");
+  Header h{};
+  std::optional<std::vector<TensorCheck>> out;
+  if (read_all(fd, &h, sizeof(h)) && std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && h.ok &&
+      h.tensors == ck.tensors.size() && h.file_size == ck.file_size && (h.crc || !need_crc)) {
+    std::vector<Record> records(h.tensors);
+    if (read_all(fd, records.data(), records.size() * sizeof(Record))) {
+      out.emplace();
+      for (const Record& r : records) {
+        TensorCheck c;
+        c.stats = {r.nan, r.inf};
+        if (r.has_crc) c.crc32 = r.crc;
+        out->push_back(c);
+      }
+      if (seconds) *seconds = h.seconds;
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace ckpt::cli
