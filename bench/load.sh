@@ -41,7 +41,7 @@ for loc in ("cpu", "meta"):
     print(f"{loc}\t{best:.4f}")
 PY
 )
-BREAKDOWN=$("$CKPT" load --device cpu --json "$GPT2" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); t=j["time"]; print("startup %.3f s, structure %.3f s, load %.3f s (%.2f GB/s), peak RSS %.0f MiB" % (t["startup_seconds"], t["read_seconds"], t["load_seconds"], t["gb_per_s"], j["memory"]["peak_rss_bytes"]/2**20))')
+BREAKDOWN=$("$CKPT" load --device cpu --json "$GPT2" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); t=j["time"]; print("check (in ckpt, overlapping LibTorch start-up) %.3f s, start-up to the command %.3f s, structure %.3f s, load %.3f s (%.2f GB/s), ckpt-torch peak RSS %.0f MiB" % (t["check_seconds"], t["startup_seconds"], t["read_seconds"], t["load_seconds"], t["gb_per_s"], j["memory"]["peak_rss_bytes"]/2**20))')
 
 /usr/bin/python3 - "$TSV" "$(stat -c %s "$GPT2")" "$CALLS" "$BREAKDOWN" <<'PY'
 import sys
