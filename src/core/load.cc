@@ -75,18 +75,23 @@ ByteView StorageIndex::assemble(const Storage& s) const {
       if (!ps) fail("its tensor has no storage");
       checked_extent(part, pt, *ps);
       const uint8_t* src = sub.bytes(*ps).data();
-      // every element of the piece, at its place in the whole
+      // the piece at its place in the whole, one innermost row at a time when the piece's rows are
+      // contiguous (they are in what torch.distributed.checkpoint writes), else one element at a time
       const size_t nd = c.sizes.size();
       if (pt.numel == 0) continue;
-      std::vector<int64_t> idx(nd, 0);
-      for (int64_t k = 0; k < pt.numel; ++k) {
-        int64_t from = pt.offset, to = 0;
-        for (size_t d = 0; d < nd; ++d) {
+      const bool rows = nd > 0 && pt.stride[nd - 1] == 1;
+      const int64_t run = rows ? c.sizes[nd - 1] : 1;
+      const size_t outer = rows ? nd - 1 : nd;
+      std::vector<int64_t> idx(outer, 0);
+      for (int64_t k = 0; k < pt.numel / run; ++k) {
+        int64_t from = pt.offset, to = rows ? c.offsets[nd - 1] : 0;
+        for (size_t d = 0; d < outer; ++d) {
           from += idx[d] * pt.stride[d];
           to += (c.offsets[d] + idx[d]) * strides[d];
         }
-        std::memcpy(whole.data() + static_cast<uint64_t>(to) * item, src + static_cast<uint64_t>(from) * item, item);
-        for (size_t d = nd; d-- > 0;) {
+        std::memcpy(whole.data() + static_cast<uint64_t>(to) * item, src + static_cast<uint64_t>(from) * item,
+                    static_cast<uint64_t>(run) * item);
+        for (size_t d = outer; d-- > 0;) {
           if (++idx[d] < c.sizes[d]) break;
           idx[d] = 0;
         }
