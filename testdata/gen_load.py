@@ -137,6 +137,11 @@ def not_materialized_reason(t):
     if t.device.type == "meta":
         return "meta"
     if t.is_quantized:
+        # ckpt load materializes per-tensor affine qint8 / quint8 / qint32 (at::_empty_affine_quantized);
+        # per-channel and packed sub-byte ones are reported as not materialized.
+        if t.qscheme() == torch.per_tensor_affine and t.dtype in (torch.qint8, torch.quint8, torch.qint32) \
+                and t.is_contiguous():
+            return None
         return "quantized"
     if getattr(t, "is_nested", False):
         return "nested"
@@ -149,6 +154,8 @@ def raw_bytes(t):
     """Row-major little-endian element bytes; dtypes numpy lacks go through a same-size twin."""
     assert sys.byteorder == "little"
     t = t.detach().contiguous()
+    if t.is_quantized:
+        t = t.int_repr()          # the stored integers (what the file holds)
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     elif t.dtype == torch.complex32:
@@ -165,7 +172,7 @@ def tensor_values(t):
     else:
         nan = inf = 0
     # Cross-check: for a tensor that is exactly its whole storage, the bytes are the storage's.
-    if t.is_contiguous() and t.storage_offset() == 0 and t.storage().nbytes() == len(data):
+    if not t.is_quantized and t.is_contiguous() and t.storage_offset() == 0 and t.storage().nbytes() == len(data):
         assert bytes(t.storage().untyped()) == data
     return collections.OrderedDict(dtype=dtype_name(t.dtype), shape=list(t.shape),
                                    crc32=zlib.crc32(data) & 0xFFFFFFFF, nan=nan, inf=inf)
@@ -180,7 +187,7 @@ def check_zip_crcs(path, named):
         crcs = {i.CRC for i in z.infolist() if "/data/" in i.filename}
     n = 0
     for name, t in named:
-        if isinstance(t, str) or not_materialized_reason(t) or not t.is_contiguous() \
+        if isinstance(t, str) or not_materialized_reason(t) or t.is_quantized or not t.is_contiguous() \
                 or t.storage_offset() != 0 or t.storage().nbytes() != t.numel() * t.element_size() \
                 or t.numel() == 0:
             continue

@@ -37,6 +37,8 @@ struct Tensor {
   bool kind_inferred = true;          // true when kind was guessed from the name / dtype
   std::string layout = "strided";     // strided | sparse_coo | sparse_csr | quantized | nested | ...
   std::string qscheme;                // quantized: per_tensor_affine, ...
+  double q_scale = 0.0;               // quantized per_tensor_affine: scale and zero point
+  int64_t q_zero_point = 0;
   std::string subclass;               // tensor subclass / unusual rebuild function, if any
   const Value* identity = nullptr;    // the pickle node (same node = same Python object)
   std::string shard;                  // sharded checkpoints: the shard file holding it

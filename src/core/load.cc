@@ -103,6 +103,11 @@ ByteView StorageIndex::assemble(const Storage& s) const {
   return ByteView(it->second.first.data(), it->second.first.size(), it->second.second, 0);
 }
 
+bool loadable_layout(const Tensor& t) {
+  if (t.layout == "strided") return true;
+  return t.layout == "quantized" && t.qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
+}
+
 bool is_contiguous(const Tensor& t) {
   int64_t expect = 1;
   for (size_t d = t.shape.size(); d-- > 0;) {
@@ -250,7 +255,7 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
   std::vector<size_t> order;  // biggest first, so the last tensor handed out is a small one
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = *tensors[k];
-    if (t.state == TensorState::Materialized && t.layout == "strided" && t.dtype && !t.storage.empty()) order.push_back(k);
+    if (t.state == TensorState::Materialized && t.dtype && !t.storage.empty() && loadable_layout(t)) order.push_back(k);
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors[a]->bytes > tensors[b]->bytes; });
   uint64_t total = 0;

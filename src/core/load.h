@@ -44,6 +44,8 @@ class StorageIndex {
 // storage bytes from the tensor's first element to one past its last. Throws InputError naming the tensor.
 uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s);
 bool is_contiguous(const Tensor& t);
+// Layouts `ckpt load` materializes: strided, and contiguous per-tensor affine qint8 / quint8 / qint32.
+bool loadable_layout(const Tensor& t);
 
 struct ValueStats {
   uint64_t nan = 0, inf = 0;

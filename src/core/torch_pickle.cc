@@ -306,6 +306,13 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     const Value* qp = arg(v, 4);
     if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
       t.qscheme = qp->items[0]->name();
+    if (qp && qp->kind == PKind::Tuple && qp->items.size() >= 3 && t.qscheme.find("per_tensor_affine") != std::string::npos) {
+      const Value* sc = qp->items[1];
+      const Value* zp = qp->items[2];
+      if (sc && sc->kind == PKind::Float) t.q_scale = sc->f;
+      if (sc && sc->is_int()) t.q_scale = static_cast<double>(sc->i);
+      if (zp && zp->is_int()) t.q_zero_point = zp->i;
+    }
     // Per-channel scales and zero points are tensors with storages of their own.
     if (qp && qp->kind == PKind::Tuple)
       for (const Value* q : qp->items)

@@ -183,13 +183,26 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       skip(fmt::format("dtype {} is unknown to LibTorch {}", row.dtype, libtorch_version()));
       continue;
     }
-    if (t.layout != "strided" || t.dtype->pack != 1 || t.dtype->cls == DTypeClass::Quantized) {
-      skip(fmt::format("{} tensors are not materialized by ckpt load", t.layout == "strided" ? row.dtype : t.layout));
+    const bool quantized = t.layout == "quantized";
+    if (!loadable_layout(t) || t.dtype->pack != 1) {
+      skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.qscheme, row.dtype)
+                     : fmt::format("{} tensors are not materialized by ckpt load", t.layout == "strided" ? row.dtype : t.layout));
+      continue;
+    }
+    if (quantized && o.device.is_cuda()) {
+      skip(fmt::format("quantized tensors load on cpu and meta only (asked: {})", o.device.str()));
       continue;
     }
     const auto opts = at::TensorOptions().dtype(*st);
     if (t.state == TensorState::Meta || meta) {
-      at::Tensor x = at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
+      at::Tensor x;
+      try {
+        x = quantized ? at::_empty_affine_quantized(t.shape, opts.device(c10::kMeta), t.q_scale, t.q_zero_point)
+                      : at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
+      } catch (const c10::Error&) {
+        skip(fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout, row.dtype));
+        continue;
+      }
       if (o.dtype && x.is_floating_point()) x = x.to(*o.dtype);
       row.dtype = dtype_name(x.scalar_type());
       if (t.state == TensorState::Meta && !meta) {
@@ -224,7 +237,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
         rep.copied_bytes += s->nbytes;
       } else {
         const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
-        if (!StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+        if (!quantized && !StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
           storage = borrowed_storage(bytes.data(), bytes.size());
           rep.zero_copy_bytes += s->nbytes;
         } else {
@@ -240,8 +253,16 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       if (o.progress && cuda) o.progress(done, total);
     }
     row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
-    at::Tensor x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
-                       .set_(it->second.storage, t.offset, vec(t.shape), vec(t.stride));
+    at::Tensor x;
+    if (quantized) {  // its own allocation, filled with the stored integers
+      x = at::_empty_affine_quantized(t.shape, opts, t.q_scale, t.q_zero_point);
+      std::memcpy(x.data_ptr(), it->second.bytes.data() + static_cast<uint64_t>(t.offset) * t.dtype->itemsize,
+                  static_cast<size_t>(t.bytes));
+      row.zero_copy = false;
+    } else {
+      x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
+              .set_(it->second.storage, t.offset, vec(t.shape), vec(t.stride));
+    }
     row.stats = checks[k].stats;
     row.crc32 = checks[k].crc32;
     rep.nan += row.stats.nan;
