@@ -18,6 +18,7 @@
 #include "core/load.h"
 #include "core/reader.h"
 #include "core/render.h"
+#include "core/summary.h"
 #include "torch/materialize.h"
 #include "torch/script.h"
 
@@ -52,16 +53,6 @@ uint64_t peak_rss_bytes() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
-
-uint64_t model_storage_bytes(const Checkpoint& ck) {
-  StorageIndex index(ck);
-  std::set<const Storage*> seen;
-  uint64_t n = 0;
-  for (const Tensor& t : ck.tensors)
-    if (const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage))
-      if (s->present && seen.insert(s).second) n += s->nbytes;
-  return n;
 }
 
 }  // namespace
@@ -120,10 +111,10 @@ int run_load(const LoadOptions& o) {
     const auto ta = Clock::now();
     if (o.empty_init) {
       module = torchb::load_structure(*arch);  // meta: ARCH's weights are not read
-      rep.arch_bytes_skipped = model_storage_bytes(*arch);
+      rep.arch_bytes_skipped = summarize(*arch).totals.storage_bytes;
     } else {
       module = torchb::load_plain(*arch, device);  // what a plain load does: ARCH's weights read and copied
-      rep.arch_bytes_read = model_storage_bytes(*arch);  // read even for meta, then moved there
+      rep.arch_bytes_read = summarize(*arch).totals.storage_bytes;  // read even for meta, then moved there
     }
     rep.arch_seconds = since(ta);
   } else if (ck->format == "torchscript") {

@@ -57,22 +57,36 @@ const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
 // Calls fn(byte offset of element) for every element in row-major order.
 template <typename Fn>
 void for_each_element(const Tensor& t, Fn&& fn) {
-  const size_t nd = t.shape.size();
   const uint64_t item = t.dtype->itemsize;
-  if (t.numel == 0) return;
-  std::vector<int64_t> idx(nd, 0);
-  for (int64_t k = 0; k < t.numel; ++k) {
-    int64_t off = t.offset;
-    for (size_t d = 0; d < nd; ++d) off += idx[d] * t.stride[d];
-    fn(static_cast<uint64_t>(off) * item);
-    for (size_t d = nd; d-- > 0;) {
-      if (++idx[d] < t.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  for_each_run(t, [&](uint64_t off, uint64_t len) {
+    for (uint64_t b = 0; b < len; b += item) fn(off + b);
+  });
+}
+
+// Leading dotted components of a key, up to three: "a.b.c.w" -> "a.", "a.b.", "a.b.c.".
+std::vector<std::string> leading(const std::string& key) {
+  std::vector<std::string> out;
+  for (size_t dot = key.find('.'); dot != std::string::npos && out.size() < 3; dot = key.find('.', dot + 1))
+    out.push_back(key.substr(0, dot + 1));
+  return out;
 }
 
 }  // namespace
+
+PrefixRename best_prefix_rename(const std::vector<std::string>& from, const std::unordered_set<std::string>& to) {
+  const std::unordered_set<std::string> from_set(from.begin(), from.end());
+  std::map<std::pair<PrefixRename::Op, std::string>, size_t> votes;
+  for (const std::string& k : from)
+    for (const std::string& p : leading(k))
+      if (to.count(k.substr(p.size()))) ++votes[{PrefixRename::Strip, p}];
+  for (const std::string& k : to)
+    for (const std::string& p : leading(k))
+      if (from_set.count(k.substr(p.size()))) ++votes[{PrefixRename::Add, p}];
+  PrefixRename best;
+  for (const auto& [key, n] : votes)
+    if (n > best.paired) best = {key.first, key.second, n};
+  return best;
+}
 
 DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
   DiffResult r;
@@ -85,27 +99,15 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
   if (!r.keys_equal) {
-    std::map<std::pair<std::string, std::string>, size_t> votes;
-    auto candidates = [](const std::string& key) {
-      std::vector<std::string> out;
-      for (size_t dot = key.find('.'); dot != std::string::npos && out.size() < 3; dot = key.find('.', dot + 1))
-        out.push_back(key.substr(0, dot + 1));
-      return out;
-    };
-    for (const auto& [name, k] : in_b)
-      for (const auto& p : candidates(name))
-        if (in_a.count(name.substr(p.size()))) ++votes[{"b_adds", p}];
-    for (const auto& [name, k] : in_a)
-      for (const auto& p : candidates(name))
-        if (in_b.count(name.substr(p.size()))) ++votes[{"b_removes", p}];
-    std::pair<std::string, std::string> best;
-    size_t best_n = 0;
-    for (const auto& [key, n] : votes)
-      if (n > best_n) { best = key; best_n = n; }
+    std::vector<std::string> names_a;
+    std::unordered_set<std::string> names_b;
+    for (const Tensor& t : A.tensors) names_a.push_back(t.name);
+    for (const Tensor& t : B.tensors) names_b.insert(t.name);
+    const PrefixRename best = best_prefix_rename(names_a, names_b);
     // A rename explains the files only when it pairs more keys than names do, and at least half of them.
-    if (best_n > exact && best_n * 2 >= std::min(in_a.size(), in_b.size())) {
-      r.prefix_op = best.first;
-      r.prefix = best.second;
+    if (best.op != PrefixRename::None && best.paired > exact && best.paired * 2 >= std::min(in_a.size(), in_b.size())) {
+      r.prefix_op = best.op == PrefixRename::Add ? "b_adds" : "b_removes";
+      r.prefix = best.prefix;
     }
   }
   auto partner = [&](const std::string& a_name) -> const Tensor* {

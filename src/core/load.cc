@@ -13,8 +13,10 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/diff.h"
 #include "core/reader.h"
 #include "core/render.h"
+#include "core/torch_pickle.h"
 
 namespace ckpt {
 
@@ -55,11 +57,7 @@ ByteView StorageIndex::assemble(const Storage& s) const {
   if (it == assembled_.end()) {
     std::vector<uint8_t> whole(s.nbytes, 0);
     const uint64_t item = s.dtype->itemsize;
-    const std::vector<int64_t> strides = [&] {
-      std::vector<int64_t> st(s.shape.size(), 1);
-      for (size_t d = s.shape.size(); d-- > 1;) st[d - 1] = st[d] * s.shape[d];
-      return st;
-    }();
+    const std::vector<int64_t> strides = contiguous_strides(s.shape);
     for (const Chunk& c : s.chunks) {
       const ByteView region = c.file->view().sub(c.offset, c.length, "DCP region");
       const std::string name = fmt::format("{}+{:#x}", c.file->path(), c.offset);
@@ -199,35 +197,6 @@ ValueStats count_nonfinite(const DType& d, const uint8_t* p, uint64_t n) {
   return s;
 }
 
-namespace {
-// Calls fn(byte offset, byte length) for each maximal contiguous run of the tensor's elements, in
-// row-major order (one run for a contiguous tensor).
-template <typename Fn>
-void for_each_run(const Tensor& t, Fn&& fn) {
-  const uint64_t item = t.dtype->itemsize;
-  if (t.numel == 0) return;
-  if (is_contiguous(t)) {
-    fn(static_cast<uint64_t>(t.offset) * item, static_cast<uint64_t>(t.numel) * item);
-    return;
-  }
-  const size_t nd = t.shape.size();
-  // innermost run: the last dimension when its stride is 1
-  const bool inner = nd > 0 && t.stride[nd - 1] == 1;
-  const int64_t run = inner ? t.shape[nd - 1] : 1;
-  const size_t outer_dims = inner ? nd - 1 : nd;
-  std::vector<int64_t> idx(outer_dims, 0);
-  for (int64_t k = 0; k < t.numel / run; ++k) {
-    int64_t off = t.offset;
-    for (size_t d = 0; d < outer_dims; ++d) off += idx[d] * t.stride[d];
-    fn(static_cast<uint64_t>(off) * item, static_cast<uint64_t>(run) * item);
-    for (size_t d = outer_dims; d-- > 0;) {
-      if (++idx[d] < t.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-}  // namespace
-
 ValueStats tensor_nonfinite(const Tensor& t, const uint8_t* storage) {
   ValueStats total;
   if (t.dtype->pack != 1) return total;
@@ -306,13 +275,6 @@ std::string renamed_key(const std::string& key, const std::string& strip, const 
 namespace {
 std::string dtype_name(const Tensor* t) { return t->dtype ? std::string(t->dtype->name) : std::string("?"); }
 
-// Leading dotted components of a key, up to three: "a.b.c.w" -> "a.", "a.b.", "a.b.c.".
-std::vector<std::string> leading(const std::string& key) {
-  std::vector<std::string> out;
-  for (size_t dot = key.find('.'); dot != std::string::npos && out.size() < 3; dot = key.find('.', dot + 1))
-    out.push_back(key.substr(0, dot + 1));
-  return out;
-}
 }  // namespace
 
 KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model,
@@ -346,29 +308,13 @@ KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<co
   if (m.missing.empty() && m.unexpected.empty()) return m;
 
   // One prefix, stripped from or added to FILE's keys, that pairs more keys than now and at least half
-  // of the model's: the usual wrappers (_orig_mod., module., model., _forward_module., ...) are found this
-  // way without a fixed list.
-  const size_t now = m.matched + m.mismatched.size();
-  std::map<std::pair<int, std::string>, size_t> votes;  // (0 strip | 1 add, prefix) -> keys paired
-  for (const std::string& k : renamed) {
-    for (const std::string& p : leading(k))
-      if (by_model.count(k.substr(p.size()))) ++votes[{0, p}];
-  }
-  std::unordered_set<std::string> model_prefixes;
-  for (const auto& [k, t] : by_model)
-    for (const std::string& p : leading(k)) model_prefixes.insert(p);
-  for (const std::string& p : model_prefixes) {
-    size_t n = 0;
-    for (const std::string& k : renamed) n += by_model.count(p + k);
-    if (n) votes[{1, p}] = n;
-  }
-  std::pair<int, std::string> best;
-  size_t best_n = 0;
-  for (const auto& [key, n] : votes)
-    if (n > best_n) { best = key; best_n = n; }
-  if (best_n > now && best_n * 2 >= by_model.size()) {
-    if (best.first == 0) m.suggested_strip_prefix = best.second;
-    else m.suggested_add_prefix = best.second;
+  // of the model's.
+  std::unordered_set<std::string> model_keys;
+  for (const auto& [k, t] : by_model) model_keys.insert(k);
+  const PrefixRename best = best_prefix_rename(renamed, model_keys);
+  if (best.op != PrefixRename::None && best.paired > m.matched + m.mismatched.size() && best.paired * 2 >= by_model.size()) {
+    if (best.op == PrefixRename::Strip) m.suggested_strip_prefix = best.prefix;
+    else m.suggested_add_prefix = best.prefix;
   }
   return m;
 }
@@ -428,7 +374,7 @@ std::string load_json_text(const LoadReport& r) {
   j["totals"] = J{{"tensors", r.tensors}, {"loaded", r.loaded}, {"meta", r.meta}, {"skipped", r.skipped},
                   {"bytes", r.bytes}, {"bytes_read", r.bytes_read}, {"zero_copy_bytes", r.zero_copy_bytes},
                   {"copied_bytes", r.copied_bytes}, {"device_bytes", r.device_bytes},
-                  {"nan", r.checked_values ? J(r.nan) : J(nullptr)}, {"inf", r.checked_values ? J(r.inf) : J(nullptr)}};
+                  {"nan", r.checked_values() ? J(r.nan) : J(nullptr)}, {"inf", r.checked_values() ? J(r.inf) : J(nullptr)}};
   j["time"] = J{{"startup_seconds", r.startup_seconds}, {"read_seconds", r.read_seconds},
                 {"check_seconds", r.check_seconds}, {"load_seconds", r.load_seconds}, {"seconds", r.seconds},
                 {"gb_per_s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)}};
@@ -443,7 +389,7 @@ std::string load_json_text(const LoadReport& r) {
     x["state"] = t.state;
     if (!t.reason.empty()) x["reason"] = t.reason;
     x["zero_copy"] = t.zero_copy;
-    if (r.checked_values && t.state == "loaded") {
+    if (r.checked_values() && t.state == "loaded") {
       x["nan"] = t.stats.nan;
       x["inf"] = t.stats.inf;
     }
@@ -489,8 +435,8 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
       const char* on = bad ? severity_color(Severity::Warning, color) : "";
       out += fmt::format("{:<3}| {:<{}} | {:<{}} | {:<{}} | {}{:<{}}{} | {:>6} | {:>6} | {}\n", k++, t->name, wn, t->dtype, wd,
                          shape_text(t->shape), ws, on, t->state, wst, bad ? color_reset(color) : "",
-                         t->state == "loaded" && r.checked_values ? std::to_string(t->stats.nan) : "-",
-                         t->state == "loaded" && r.checked_values ? std::to_string(t->stats.inf) : "-", t->reason);
+                         t->state == "loaded" && r.checked_values() ? std::to_string(t->stats.nan) : "-",
+                         t->state == "loaded" && r.checked_values() ? std::to_string(t->stats.inf) : "-", t->reason);
     }
     out += std::string(head.size(), '-') + "\n";
   }
@@ -515,7 +461,7 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   out += fmt::format("{:<10} {} loaded, {} on meta, {} skipped (of {})\n", "tensors", r.loaded, r.meta, r.skipped, r.tensors);
   out += fmt::format("{:<10} {} ({} read from the file: {} zero-copy, {} copied)\n", "bytes", human_bytes(r.bytes),
                      human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes), human_bytes(r.copied_bytes));
-  if (r.checked_values) out += fmt::format("{:<10} {} NaN, {} Inf\n", "values", r.nan, r.inf);
+  if (r.checked_values()) out += fmt::format("{:<10} {} NaN, {} Inf\n", "values", r.nan, r.inf);
   const std::string checked =
       r.check_seconds > 0 ? fmt::format("{:.3f} s reading and checking every byte while LibTorch started, ", r.check_seconds) : "";
   out += fmt::format("{:<10} {:.3f} s ({}{:.3f} s to the command, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n",

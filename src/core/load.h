@@ -47,6 +47,33 @@ bool is_contiguous(const Tensor& t);
 // Layouts `ckpt load` materializes: strided, and contiguous per-tensor affine qint8 / quint8 / qint32.
 bool loadable_layout(const Tensor& t);
 
+// Calls fn(byte offset in the storage, byte length) for each contiguous run of a strided tensor's
+// elements in row-major order: one run for a contiguous tensor, one per innermost row when the last
+// stride is 1, one per element otherwise.
+template <typename Fn>
+void for_each_run(const Tensor& t, Fn&& fn) {
+  const uint64_t item = t.dtype->itemsize;
+  if (t.numel == 0) return;
+  if (is_contiguous(t)) {
+    fn(static_cast<uint64_t>(t.offset) * item, static_cast<uint64_t>(t.numel) * item);
+    return;
+  }
+  const size_t nd = t.shape.size();
+  const bool inner = nd > 0 && t.stride[nd - 1] == 1;
+  const int64_t run = inner ? t.shape[nd - 1] : 1;
+  const size_t outer_dims = inner ? nd - 1 : nd;
+  std::vector<int64_t> idx(outer_dims, 0);
+  for (int64_t k = 0; k < t.numel / run; ++k) {
+    int64_t off = t.offset;
+    for (size_t d = 0; d < outer_dims; ++d) off += idx[d] * t.stride[d];
+    fn(static_cast<uint64_t>(off) * item, static_cast<uint64_t>(run) * item);
+    for (size_t d = outer_dims; d-- > 0;) {
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 struct ValueStats {
   uint64_t nan = 0, inf = 0;
 };
@@ -109,7 +136,6 @@ struct LoadReport {
   std::string file, format, device, libtorch;
   std::string dtype;                     // --dtype, "" = as stored
   bool empty_init = false;
-  bool checked_values = false;           // NaN / Inf counted (cpu, cuda)
   // --model
   std::string model;                     // ARCH path, "" = none
   std::string strip_prefix, add_prefix;
@@ -135,6 +161,7 @@ struct LoadReport {
   std::vector<LoadedTensor> rows;
   std::vector<std::string> notes;        // one line each, shown under the table
   bool incomplete() const;               // something a strict load would refuse
+  bool checked_values() const { return device != "meta"; }  // NaN / Inf counted (cpu, cuda)
 };
 
 // The table lists skipped / meta tensors and ones holding NaN or Inf, or every tensor with all_rows.

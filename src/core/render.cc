@@ -444,9 +444,6 @@ void write_check_json(const std::string& file, const std::string& format, const 
   std::fwrite(out.data(), 1, out.size(), f);
 }
 
-namespace {
-}  // namespace
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);

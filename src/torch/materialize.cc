@@ -124,8 +124,6 @@ c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
   return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(n), std::move(ptr), nullptr, false);
 }
 
-std::vector<int64_t> vec(const std::vector<int64_t>& v) { return v; }
-
 }  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
@@ -133,16 +131,16 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   std::vector<std::pair<std::string, at::Tensor>> out;
   StorageIndex index(ck);
   const bool meta = o.device.is_meta(), cuda = o.device.is_cuda();
-  rep.checked_values = !meta;
   std::unique_ptr<CudaCopier> copier;
   if (cuda) copier = std::make_unique<CudaCopier>(o.device);
 
+  // CUDA progress: bytes copied to the device (the CPU check reports its own).
   uint64_t total = 0, done = 0;
-  {
+  if (cuda) {
     std::set<const Storage*> seen;
     for (const Target& tg : targets)
       if (const Storage* s = tg.tensor->storage.empty() ? nullptr : index.find(tg.tensor->storage))
-        if (!meta && tg.tensor->state == TensorState::Materialized && seen.insert(s).second) total += s->nbytes;
+        if (tg.tensor->state == TensorState::Materialized && seen.insert(s).second) total += s->nbytes;
   }
   struct Made {
     c10::Storage storage;
@@ -248,9 +246,8 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
         }
       }
       rep.bytes_read += s->nbytes;
-      done += s->nbytes;
       it = made.emplace(s, Made{std::move(storage), bytes}).first;
-      if (o.progress && cuda) o.progress(done, total);
+      if (cuda && o.progress) o.progress(done += s->nbytes, total);
     }
     row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x;
@@ -261,7 +258,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       row.zero_copy = false;
     } else {
       x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
-              .set_(it->second.storage, t.offset, vec(t.shape), vec(t.stride));
+              .set_(it->second.storage, t.offset, t.shape, t.stride);
     }
     row.stats = checks[k].stats;
     row.crc32 = checks[k].crc32;

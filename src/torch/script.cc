@@ -10,6 +10,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <string_view>
 
 #include "core/load.h"
 #include "torch/materialize.h"
@@ -129,7 +130,8 @@ torch::jit::Module load_structure(const Checkpoint& ck) {
   auto rai = std::make_shared<ZeroedRangesAdapter>(ck.file, std::move(zero));
   try {
     return torch::jit::load(rai, c10::Device(c10::kMeta));
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    if (std::string_view(e.what()).find("Unknown builtin op") != std::string_view::npos) rethrow_load_error(ck, e);
     // Some archives run operators while loading that have no meta kernel (frozen modules: aten::equal on
     // their constants). On CPU the zeroed payloads cost memory but are still not read from the file.
     return checked_load(ck, rai, c10::Device(c10::kCPU));
