@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
+#include "core/summary.h"
 
 namespace ckpt::cli {
 
@@ -29,10 +30,20 @@ struct SummaryOptions : LimitOptions {
   int depth = 1;
   std::string format = "text";  // text | json | markdown
   bool json = false;            // --json, same as --format json
+  std::string model;            // TorchScript architecture: sizes lazy entries, gives rows their types
+  std::string strip_prefix, add_prefix;
+  std::vector<std::string> example_inputs;  // SPECs: one forward with LibTorch (ckpt-torch)
+  std::string example_input_file;           // torch.save'd tensor / tuple / dict of inputs
+  std::string device = "cpu";
+  bool wants_forward() const { return !example_inputs.empty() || !example_input_file.empty(); }
 };
 
 void setup_summary(CLI::App& app, SummaryOptions& o);
+// Without a forward: ckpt. With --example-input: ckpt execs ckpt-torch, which runs it (cli/forward.cc).
 int run_summary(const SummaryOptions& o);
+
+// ckpt-torch only: the forward of FILE (a TorchScript archive), or of ARCH holding FILE's tensors.
+ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch, const ModelReport* model);
 
 struct CheckOptions : LimitOptions {
   std::string file;
@@ -73,7 +84,7 @@ struct LoadOptions : LimitOptions {
 void setup_load(CLI::App& app, LoadOptions& o);
 // ckpt-torch: does the load. ckpt: execs its sibling ckpt-torch with the same arguments.
 int run_load(const LoadOptions& o);
-[[noreturn]] void exec_torch_backend(int argc, char** argv);
+[[noreturn]] void exec_torch_backend(int argc, char** argv, const char* what);
 
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);

@@ -32,7 +32,7 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   add_limit_option(sub, o);
 }
 
-void exec_torch_backend(int argc, char** argv) {
+void exec_torch_backend(int argc, char** argv, const char* what) {
   std::string path;
   if (const char* env = std::getenv("CKPT_TORCH"); env && *env) {
     path = env;
@@ -51,9 +51,9 @@ void exec_torch_backend(int argc, char** argv) {
   argv[0] = arg0.data();
   (void)argc;
   ::execv(path.c_str(), argv);
-  throw EnvironmentError(fmt::format("ckpt load needs ckpt-torch, the sibling binary built with LibTorch: cannot run {}: {} "
+  throw EnvironmentError(fmt::format("{} needs ckpt-torch, the sibling binary built with LibTorch: cannot run {}: {} "
                                      "(build it with LibTorch installed, or set CKPT_TORCH)",
-                                     path, std::strerror(errno)));
+                                     what, path, std::strerror(errno)));
 }
 
 }  // namespace ckpt::cli

@@ -37,7 +37,16 @@ int main(int argc, char** argv) {
     return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
   }
   try {
+#ifdef CKPT_WITH_TORCH
+    if (app.got_subcommand("summary")) {
+      const int rc = ckpt::cli::run_summary(summary);
+      std::fflush(stdout);
+      std::_Exit(rc);
+    }
+#else
+    if (app.got_subcommand("summary") && summary.wants_forward()) ckpt::cli::exec_torch_backend(argc, argv, "ckpt summary --example-input");
     if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
+#endif
     if (app.got_subcommand("check")) return ckpt::cli::run_check(check);
     if (app.got_subcommand("diff")) return ckpt::cli::run_diff(diff);
 #ifdef CKPT_WITH_TORCH
@@ -68,7 +77,7 @@ int main(int argc, char** argv) {
 #ifdef CKPT_WITH_TORCH
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
-    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", load.file, what.substr(0, what.find('\n')));
+    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", app.got_subcommand("summary") ? summary.file : load.file, what.substr(0, what.find('\n')));
     return ckpt::kExitBadInput;
   }
 #endif

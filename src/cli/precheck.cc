@@ -82,17 +82,17 @@ void Progress::clear() {
 
 int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   int fds[2];
-  if (o.device == "meta" || ::pipe2(fds, O_CLOEXEC) != 0) exec_torch_backend(argc, argv);  // nothing to overlap
+  if (o.device == "meta" || ::pipe2(fds, O_CLOEXEC) != 0) exec_torch_backend(argc, argv, "ckpt load");  // nothing to overlap
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();
-  if (pid < 0) exec_torch_backend(argc, argv);
+  if (pid < 0) exec_torch_backend(argc, argv, "ckpt load");
   if (pid == 0) {
     ::close(fds[1]);
     ::fcntl(fds[0], F_SETFD, 0);
     ::setenv("CKPT_PRECHECK_FD", std::to_string(fds[0]).c_str(), 1);
     try {
-      exec_torch_backend(argc, argv);
+      exec_torch_backend(argc, argv, "ckpt load");
     } catch (const EnvironmentError& e) {
       fmt::print(stderr, "ckpt: error: {}\n", e.what());
       std::_Exit(kExitEnvironment);

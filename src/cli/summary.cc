@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/reader.h"
 #include "core/render.h"
+#include "core/model.h"
 #include "core/rules.h"
 #include "core/security.h"
 #include "core/summary.h"
@@ -48,15 +49,53 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->default_val("text");
   sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1)");
+  sub->add_option("--model", o.model,
+                  "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
+                  "the --example-input forward with FILE's tensors")
+      ->type_name("ARCH");
+  sub->add_option("--strip-prefix", o.strip_prefix, "With --model: remove this prefix from FILE's keys (default: guessed when keys do not match)")
+      ->type_name("P");
+  sub->add_option("--add-prefix", o.add_prefix, "With --model: add this prefix to FILE's keys (after --strip-prefix)")->type_name("P");
+  auto* ex = sub->add_option("--example-input", o.example_inputs,
+                             "Run one forward (eval, no grad; LibTorch via ckpt-torch) on a seeded input of this shape, one per "
+                             "positional argument: DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224, 1x128:int64:0..50257. Fills FLOPs, "
+                             "In sizes, Out sizes")
+                 ->type_name("SPEC")
+                 ->expected(1)
+                 ->allow_extra_args(false);
+  sub->add_option("--example-input-file", o.example_input_file,
+                  "Like --example-input, with the inputs a torch.save'd tensor, tuple/list (positional) or dict (keywords) of tensors")
+      ->type_name("F")
+      ->excludes(ex);
+  sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")->default_val("cpu");
   add_limit_option(sub, o);
 }
 
 int run_summary(const SummaryOptions& o) {
   // The process exits right after this command: freeing a million small objects one by one would
   // cost more than the whole read, so the checkpoint is deliberately not destroyed (clang -disable-free).
-  auto* owned = new Checkpoint(read_checkpoint(o.file, o.resolve()));
+  const Limits lim = o.resolve();
+  auto* owned = new Checkpoint(read_checkpoint(o.file, lim));
   const Checkpoint& ck = *owned;
+  Checkpoint* arch = nullptr;
+  std::optional<ModelReport> model;
+  if (!o.model.empty()) {
+    arch = new Checkpoint(read_checkpoint(o.model, lim));
+    if (arch->format != "torchscript")
+      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, arch->format));
+    model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
+  } else if (!o.strip_prefix.empty() || !o.add_prefix.empty()) {
+    throw UsageError("--strip-prefix / --add-prefix need --model");
+  }
+  if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
+  if (o.wants_forward() && !arch && ck.format != "torchscript")
+    throw UsageError(fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
+                                 o.file, ck.format));
   Summary s = summarize(ck);
+  s.model = model;
+#ifdef CKPT_WITH_TORCH
+  if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
+#endif
   // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
   for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == "zip" ? ck.prefix + "/data.pkl" : "pickle")})
     s.findings.insert(s.findings.end(), more.begin(), more.end());
@@ -71,7 +110,15 @@ int run_summary(const SummaryOptions& o) {
     out = format == "markdown" ? render_summary_markdown(s, r) : render_summary_text(s, r);
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
+  if (s.forward && !s.forward->error.empty()) {
+    std::fflush(stdout);
+    const ForwardReport& f = *s.forward;
+    throw InputError(o.file, fmt::format("forward failed in {} after {} module call(s) returned (sizes so far on stdout): {}",
+                                         f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
+                                         f.completed.size(), f.error));
+  }
 #if defined(__SANITIZE_ADDRESS__)
+  delete arch;
   delete owned;  // sanitizer builds free everything, so that LeakSanitizer reports real leaks only
 #endif
   return kExitOk;  // `owned` intentionally leaked otherwise, see above

@@ -33,6 +33,7 @@ struct Tensor {
   bool requires_grad = false;
   bool is_parameter_object = false;   // saved as torch.nn.Parameter (kind is then exact)
   TensorState state = TensorState::Materialized;
+  bool resolved = false;              // uninitialized, but sized from `summary --model ARCH` (counted)
   TensorKind kind = TensorKind::Parameter;
   bool kind_inferred = true;          // true when kind was guessed from the name / dtype
   std::string layout = "strided";     // strided | sparse_coo | sparse_csr | quantized | nested | ...

@@ -63,6 +63,67 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return out;
 }
 
+// Python's str() of what Lightning's parse_batch_shape returns: [2, 3, 32, 32], [[4, 8], '?'], ?.
+void sizes_text(const nlohmann::ordered_json& v, bool top, std::string& out) {
+  if (v.is_string()) {
+    out += top ? v.get<std::string>() : "'" + v.get<std::string>() + "'";
+  } else if (v.is_array()) {
+    out += '[';
+    for (size_t k = 0; k < v.size(); ++k) {
+      if (k) out += ", ";
+      sizes_text(v[k], false, out);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) out += ", ";
+      first = false;
+      out += "'" + it.key() + "': ";
+      sizes_text(*it, false, out);
+    }
+    out += '}';
+  } else {
+    out += v.dump();
+  }
+}
+
+std::string forward_line(const ForwardReport& f) {
+  std::vector<std::string> in;
+  for (const ForwardInput& i : f.inputs) {
+    std::string dims;
+    for (size_t k = 0; k < i.shape.size(); ++k) dims += (k ? "x" : "") + std::to_string(i.shape[k]);
+    std::string one = (i.name.empty() ? "" : i.name + "=") + (dims.empty() ? "scalar" : dims) + " " + i.dtype;
+    if (i.range) one += fmt::format(" in [{}, {})", i.range->first, i.range->second);
+    in.push_back(one);
+  }
+  std::string line = fmt::format("{}{} on {} (LibTorch {})", f.input_file.empty() ? "" : f.input_file + ": ", join(in, ", "),
+                                 f.device, f.libtorch);
+  if (!f.error.empty())
+    return line + fmt::format(", failed in {}", f.error_module.empty() ? "the root module's own code" : "module " + f.error_module);
+  std::string out;
+  sizes_text(f.out_sizes, true, out);
+  line += fmt::format(", eval, no grad: {:.1f} ms, out {}", f.seconds * 1e3, out);
+  if (!f.per_module) line += " (no submodule calls left in the archive, e.g. frozen: sizes for the whole model only)";
+  return line;
+}
+
+std::string model_line(const ModelReport& m) {
+  std::string line = m.path;
+  std::vector<std::string> bits;
+  if (!m.strip_prefix.empty()) bits.push_back(fmt::format("stripping '{}'{}", m.strip_prefix, m.prefix_guessed ? " (guessed)" : ""));
+  if (!m.add_prefix.empty()) bits.push_back(fmt::format("adding '{}'{}", m.add_prefix, m.prefix_guessed ? " (guessed)" : ""));
+  bits.push_back(fmt::format("{} keys matched, {} missing, {} unexpected, {} mismatched", m.matched, m.missing, m.unexpected, m.mismatched));
+  if (!m.resolved.empty()) {
+    std::vector<std::string> r;
+    for (size_t k = 0; k < m.resolved.size() && k < 8; ++k) r.push_back(m.resolved[k].first + " " + shape_text(m.resolved[k].second));
+    if (m.resolved.size() > 8) r.push_back(fmt::format("and {} more", m.resolved.size() - 8));
+    bits.push_back(fmt::format("{} lazy entries sized from it: {}", m.resolved.size(), join(r, ", ")));
+  }
+  return line + " (" + join(bits, "; ") + ")";
+}
+
 std::string header_lines(const Summary& s, bool markdown) {
   const Checkpoint& ck = *s.ck;
   std::string out;
@@ -113,6 +174,8 @@ std::string header_lines(const Summary& s, bool markdown) {
       for (const auto& f : md["extra_files"]) extra.push_back(fmt::format("extra/{} ({})", f["name"].get<std::string>(), human_bytes(f["bytes"].get<uint64_t>())));
     if (!extra.empty()) line("Archive", join(extra, ", "));
   }
+  if (s.model) line("Model", model_line(*s.model));
+  if (s.forward) line("Forward", forward_line(*s.forward));
   if (ck.content == "lightning" || ck.content == "checkpoint") {
     const auto& md = ck.metadata;
     std::vector<std::string> m;
@@ -147,6 +210,13 @@ Table module_table(const Summary& s, const RenderOptions& o) {
   Table t;
   t.heads = {"Name", "Type", "Params", "Buffers", "dtype", "Size"};
   if (has_mode) t.heads.push_back("Mode");
+  const ForwardReport* f = s.forward ? &*s.forward : nullptr;
+  if (f) {
+    // Lightning's order: FLOPs after Mode, then the sizes
+    t.heads.push_back("FLOPs");
+    t.heads.push_back("In sizes");
+    t.heads.push_back("Out sizes");
+  }
   for (const ModuleRow& r : s.modules) {
     if (r.depth == 0 || o.depth == 0 || (o.depth > 0 && r.depth > o.depth)) continue;
     std::string params = human_count(r.parameters);
@@ -157,6 +227,17 @@ Table module_table(const Summary& s, const RenderOptions& o) {
     std::vector<std::string> row{r.name, r.type.empty() ? "?" : r.type, params, human_count(r.buffers),
                                  join(r.dtypes, ", "), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
+    if (f) {
+      auto it = f->modules.find(r.name);
+      const ModuleForward none;
+      const ModuleForward& m = it == f->modules.end() ? none : it->second;
+      row.push_back(human_count(m.flops));
+      std::string in, out;
+      sizes_text(m.in_sizes, true, in);
+      sizes_text(m.out_sizes, true, out);
+      row.push_back(in);
+      row.push_back(out);
+    }
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -214,6 +295,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
     foot(std::to_string(train), "Modules in train mode");
     foot(std::to_string(eval), "Modules in eval mode");
   }
+  if (s.forward && s.forward->error.empty()) foot(human_count(s.forward->flops), "Total Flops");
   for (const Finding& f : s.findings) {
     out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id, color_reset(o.color),
                        f.message);
@@ -253,6 +335,7 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "", count(T.buffers));
   out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n", static_cast<double>(T.parameter_bytes) / 1e6,
                      static_cast<double>(T.bytes) / 1e6);
+  if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
   if (!s.findings.empty()) out += "\n";
   for (const Finding& f : s.findings) out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, esc(f.message), f.fix);
   return out;
@@ -343,6 +426,28 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     j["totals"]["modules_train"] = train;
     j["totals"]["modules_eval"] = eval;
   }
+  if (s.model) {
+    const ModelReport& m = *s.model;
+    J resolved = J::array();
+    for (const auto& [name, shape] : m.resolved) resolved.push_back(J{{"name", name}, {"shape", shape}});
+    j["model"] = J{{"file", m.path},           {"strip_prefix", m.strip_prefix}, {"add_prefix", m.add_prefix},
+                   {"prefix_guessed", m.prefix_guessed}, {"matched", m.matched}, {"missing", m.missing},
+                   {"unexpected", m.unexpected}, {"mismatched", m.mismatched},   {"resolved", resolved}};
+  }
+  if (s.forward) {
+    const ForwardReport& f = *s.forward;
+    J inputs = J::array();
+    for (const ForwardInput& i : f.inputs) {
+      J one{{"name", i.name.empty() ? J() : J(i.name)}, {"shape", i.shape}, {"dtype", i.dtype}};
+      one["range"] = i.range ? J::array({i.range->first, i.range->second}) : J();
+      inputs.push_back(one);
+    }
+    J fw{{"inputs", inputs}, {"input_file", f.input_file.empty() ? J() : J(f.input_file)}, {"device", f.device},
+         {"libtorch", f.libtorch}, {"per_module", f.per_module}, {"out_sizes", f.out_sizes}, {"flops", f.flops},
+         {"seconds", f.seconds}};
+    fw["error"] = f.error.empty() ? J() : J{{"module", f.error_module}, {"message", f.error}, {"completed", f.completed}};
+    j["forward"] = fw;
+  }
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
   out += json_text(j);
   out.resize(out.rfind('}'));
@@ -376,10 +481,17 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       out += ", \"attributes\": ";
       out += json_text(*r.attributes, -1);
     }
+    if (s.forward) {
+      auto it = s.forward->modules.find(r.name);
+      const ModuleForward none;
+      const ModuleForward& m = it == s.forward->modules.end() ? none : it->second;
+      fmt::format_to(out_it, ", \"in_sizes\": {}, \"out_sizes\": {}, \"flops\": {}, \"calls\": {}", json_text(m.in_sizes, -1),
+                     json_text(m.out_sizes, -1), m.flops, m.calls);
+    }
   });
 
   put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {
-    const bool lazy = t.state == TensorState::Uninitialized;
+    const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;
     const bool strided = t.layout == "strided" || t.layout == "quantized";
     out += "\"name\": ";
     put_string(out, t.name);
@@ -403,6 +515,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     if (!t.qscheme.empty()) { out += ", \"qscheme\": "; put_string(out, t.qscheme); }
     if (!t.subclass.empty()) { out += ", \"subclass\": "; put_string(out, t.subclass); }
     if (!t.shard.empty()) { out += ", \"shard\": "; put_string(out, t.shard); }
+    if (t.resolved) out += ", \"resolved\": true";
   });
 
   put_array(out, flush, "warnings", s.findings, [&](const Finding& f) {

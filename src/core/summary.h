@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,11 +46,54 @@ struct ModuleRow {
   const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
 };
 
+// One example-input forward (`summary --example-input`, run by ckpt-torch): sizes as Lightning's
+// parse_batch_shape writes them (a tensor's shape, nested lists for tuples / lists, objects for dicts,
+// "?" for anything else and for modules that did not run).
+struct ModuleForward {
+  nlohmann::ordered_json in_sizes = "?";
+  nlohmann::ordered_json out_sizes = "?";
+  uint64_t flops = 0;  // matmul family, convolutions, attention: this module and everything it called
+  uint64_t calls = 0;
+};
+
+struct ForwardInput {
+  std::string name;              // keyword ("" for positional)
+  std::vector<int64_t> shape;
+  std::string dtype;
+  std::optional<std::pair<int64_t, int64_t>> range;  // integer inputs: [low, high)
+};
+
+struct ForwardReport {
+  std::vector<ForwardInput> inputs;
+  std::string input_file;        // --example-input-file, "" for SPECs
+  std::string device;
+  std::string libtorch;
+  nlohmann::ordered_json out_sizes = "?";
+  uint64_t flops = 0;
+  double seconds = 0.0;
+  std::map<std::string, ModuleForward> modules;  // by path as the summary names it
+  bool per_module = true;        // false when the archive has no submodule calls left (frozen)
+  std::string error_module;      // set when the forward failed: where ("" = the root's own code)
+  std::string error;             // LibTorch's message
+  std::vector<std::string> completed;  // on failure: modules whose forward returned, in order
+};
+
+// `--model ARCH` for summary: what ARCH told about FILE.
+struct ModelReport {
+  std::string path;
+  std::string strip_prefix, add_prefix;  // applied to FILE's keys to get ARCH's
+  bool prefix_guessed = false;           // found by vote, not given
+  std::vector<std::pair<std::string, std::vector<int64_t>>> resolved;  // lazy entries now sized
+  size_t matched = 0, missing = 0, unexpected = 0, mismatched = 0;
+};
+
 struct Summary {
   const Checkpoint* ck = nullptr;
   Totals totals;
   std::vector<ModuleRow> modules;  // pre-order, root first
   std::vector<Finding> findings;   // warnings shown after the totals
+  std::optional<ModelReport> model;
+  std::optional<ForwardReport> forward;
 };
 
 Summary summarize(const Checkpoint& ck);

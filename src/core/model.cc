@@ -1,0 +1,90 @@
+#include "core/model.h"
+
+#include <unordered_map>
+
+#include "core/load.h"
+#include "core/torch_pickle.h"
+
+namespace ckpt {
+
+std::optional<std::string> file_module_path(const std::string& arch_path, const ModelReport& m) {
+  std::string p = arch_path;
+  if (!m.add_prefix.empty()) {
+    // ARCH key = add + (FILE key without strip): only paths under `add` have a FILE name
+    const std::string add = m.add_prefix;
+    if (p + "." == add) return m.strip_prefix.empty() ? std::string() : m.strip_prefix.substr(0, m.strip_prefix.size() - (m.strip_prefix.back() == '.'));
+    if (p.compare(0, add.size(), add) != 0) return std::nullopt;
+    p = p.substr(add.size());
+  }
+  if (m.strip_prefix.empty()) return p;
+  if (p.empty()) {
+    std::string s = m.strip_prefix;
+    if (s.back() == '.') s.pop_back();
+    return s;
+  }
+  return m.strip_prefix + p;
+}
+
+ModelReport apply_model(Checkpoint& file, const Checkpoint& arch, const std::string& strip, const std::string& add) {
+  ModelReport r;
+  r.path = arch.path;
+  r.strip_prefix = strip;
+  r.add_prefix = add;
+  std::vector<const Tensor*> file_keys, model_keys;
+  for (const Tensor& t : file.tensors) file_keys.push_back(&t);
+  for (const Tensor& t : arch.tensors) model_keys.push_back(&t);
+  KeyMatch km = match_keys(file_keys, model_keys, strip, add);
+  if (!km.ok() && strip.empty() && add.empty() && (km.suggested_strip_prefix || km.suggested_add_prefix)) {
+    r.strip_prefix = km.suggested_strip_prefix.value_or("");
+    r.add_prefix = km.suggested_add_prefix.value_or("");
+    r.prefix_guessed = true;
+    km = match_keys(file_keys, model_keys, r.strip_prefix, r.add_prefix);
+  }
+  r.matched = km.matched;
+  r.missing = km.missing.size();
+  r.unexpected = km.unexpected.size();
+  r.mismatched = km.mismatched.size();
+
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const Tensor& t : arch.tensors) by_name.emplace(t.name, &t);
+  for (Tensor& t : file.tensors) {
+    if (t.state != TensorState::Uninitialized) continue;
+    auto it = by_name.find(renamed_key(t.name, r.strip_prefix, r.add_prefix));
+    if (it == by_name.end() || it->second->state == TensorState::Uninitialized || !it->second->dtype) continue;
+    const Tensor& a = *it->second;
+    if (!t.dtype) t.dtype = a.dtype;
+    t.shape = a.shape;
+    t.stride = contiguous_strides(a.shape);
+    t.numel = a.numel;
+    t.bytes = dtype_bytes(*t.dtype, static_cast<uint64_t>(a.numel));
+    t.resolved = true;
+    r.resolved.emplace_back(t.name, t.shape);
+  }
+
+  if (file.modules.empty() && !arch.modules.empty()) {
+    for (const Module& m : arch.modules) {
+      auto p = file_module_path(m.name, r);
+      if (!p) continue;
+      Module copy = m;
+      copy.name = *p;
+      if (!copy.shared_with.empty()) copy.shared_with = file_module_path(copy.shared_with, r).value_or("");
+      file.modules.push_back(std::move(copy));
+    }
+    // Modules of FILE's own key tree that ARCH does not name (the 'model.' level of a Lightning state
+    // dict, say) are rows too, as they would be without --model.
+    std::unordered_map<std::string, bool> known;
+    for (const Module& m : file.modules) known.emplace(m.name, true);
+    std::vector<Module> outer;
+    for (const Module& m : file.modules) {
+      for (size_t dot = m.name.find('.'); dot != std::string::npos; dot = m.name.find('.', dot + 1)) {
+        std::string parent = m.name.substr(0, dot);
+        if (known.emplace(parent, true).second) outer.push_back(Module{parent, "", "", std::nullopt, "", {}});
+      }
+    }
+    // pre-order: the outer rows come before ARCH's
+    for (auto it = outer.rbegin(); it != outer.rend(); ++it) file.modules.insert(file.modules.begin(), *it);
+  }
+  return r;
+}
+
+}  // namespace ckpt

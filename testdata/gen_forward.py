@@ -1,0 +1,728 @@
+#!/usr/bin/python3
+"""Write the fixtures for `ckpt summary FILE --example-input SPEC` and what PyTorch measures in one
+forward pass: per-module input / output sizes, call counts and FLOPs.
+
+Run with Debian's Python, which has torch 1.13:
+
+    /usr/bin/python3 testdata/gen_forward.py [OUTDIR]      # OUTDIR defaults to testdata/forward
+
+Writes into OUTDIR:
+
+  convnet.pt            torch.jit.script of ConvNet: features = Sequential(Conv2d(3,8,3,padding=1),
+                        BatchNorm2d(8), ReLU, MaxPool2d(2), Conv2d(8,16,3,stride=2,groups=2), ReLU),
+                        up = ConvTranspose2d(16,4,2,stride=2), pool = AdaptiveAvgPool2d(1),
+                        head = Linear(4,10); input N x 3 x 32 x 32
+  convnet_input.pt      torch.save of one float32 2x3x32x32 tensor (for --example-input-file)
+  transformer.pt        torch.jit.script of TinyTransformer: tok = Embedding(50,32), pos =
+                        Embedding(16,32), encoder = TransformerEncoder(TransformerEncoderLayer(32, 4,
+                        64, dropout=0.0, batch_first=False), 2), attn = MatmulAttention (qkv / proj
+                        Linears, 4-D q @ k^T, softmax, @ v), norm = LayerNorm(32), lm_head =
+                        Linear(32,50); input int64 ids [B, T], T <= 16, values in [0, 50)
+  bad_ids.pt            torch.save of an int64 2x16 tensor with values in [0, 1000): the ids that
+                        make `tok` fail (index out of range)
+  multi.pt              torch.jit.script of MultiIO.forward(x [4,8], y [4,6]) -> Tuple[Dict[str,
+                        Tensor], Tensor]: pair = PairNet (forward(x, y) -> Tuple[Tensor, Tensor]),
+                        heads = DictHeads (forward(x) -> Dict[str, Tensor]), act = ReLU called twice
+                        ([4,8], then [4,3]), blocks = ModuleList of two Linear(8,8) iterated,
+                        sub = Sequential(Linear(8,8), Sequential(Tanh, Linear(8,2))), and
+                        unused = Linear(4,4) that forward never calls
+  multi_inputs.pt       torch.save((x, y)): a tuple, i.e. positional arguments
+  multi_kwargs.pt       torch.save({"y": y, "x": x}): a dict, i.e. keyword arguments (other order)
+  lazy_sd.pt            state_dict() of LazyModel (stem = LazyConv2d(8,3), bn = LazyBatchNorm2d,
+                        head = LazyLinear(10); stem -> bn -> relu -> flatten -> head) before any
+                        forward: UninitializedParameter / UninitializedBuffer entries
+  lazy_arch.pt          the same LazyModel after one dry-run forward with a 1x3x8x8 input,
+                        torch.jit.script'ed: the architecture that resolves lazy_sd.pt
+  lit_convnet.ckpt      a Lightning-style dict (epoch, global_step, pytorch-lightning_version,
+                        hyper_parameters) whose 'state_dict' is a differently seeded ConvNet's
+                        state dict under 'model.'
+  expected.json         the cases below
+
+expected.json: {"generator", "torch": torch.__version__, "cases": [case, ...]}, written with
+indent=1 (lists of numbers / strings on one line). A case:
+
+  name        convnet, convnet_input_file, transformer, multi, multi_tuple_file, multi_dict_file,
+              lazy, lit_convnet, bad_channels, bad_token_ids, bad_multi
+  file        the file given to `ckpt summary`
+  model       the --model architecture (TorchScript) or null when `file` is itself TorchScript
+  inputs      --example-input SPECs, one per positional argument: dims joined by 'x', then
+              optionally ':dtype' (float32 when omitted) and ':LOW..HIGH' (values drawn like
+              torch.randint(LOW, HIGH): HIGH exclusive), e.g. "2x3x32x32", "2x16:int64:0..50".
+              [] when input_file is set.
+  input_file  the --example-input-file (a tensor, a tuple = positional arguments, or a dict =
+              keyword arguments), or null
+  modules     (not in error cases) every non-root path of the eager model's named_modules(), in
+              that order: {"in_sizes", "out_sizes", "flops", "calls"}
+  forward     (not in error cases) {"out_sizes": sizes of the root's return value, "flops": total}
+  resolved    (lazy only) {state-dict entry: shape} for every uninitialized entry of lazy_sd.pt,
+              shapes from the initialized model's state_dict()
+  totals      (lazy only) of the initialized model: parameters (sum of numel of parameters()),
+              trainable (those with requires_grad), buffers (sum of numel of buffers(),
+              num_batches_tracked included), parameter_bytes (sum of numel * element_size)
+  error       (error cases only) {"module": innermost module path on the call stack when the
+              exception was raised ("" = the root), "completed": paths whose forward returned
+              before the failure, in order of return, "message": first line of str(exception)
+              as the EAGER model raises it (TorchScript wraps it in more text)}
+
+The recorder (what ckpt implements): every module instance except the root gets its forward
+replaced by a wrapper that binds the call to inspect.signature(forward), applies the defaults,
+takes the arguments in signature order and drops trailing ones whose value equals the
+parameter's default (None == None, or bool / int / float / str and equal; stops at the first
+one that differs or is a tensor). One argument left: in_sizes = sizes(it); otherwise the list
+of sizes(arg). out_sizes = sizes(return value). sizes(): Tensor -> list(shape) ([] for 0-dim),
+tuple / list -> [sizes(e), ...], dict -> {str(k): sizes(v)} in insertion order, anything else
+(None, bool, int, ...) -> "?". A module called more than once keeps its LAST call's sizes
+(like Lightning's ModelSummary hooks); calls counts the calls. Never-called modules: "?", "?",
+flops 0, calls 0.
+
+FLOPs: a TorchDispatchMode counts aten.mm, addmm, bmm, baddbmm, convolution and _convolution
+with the formulas of torch.utils.flop_counter (torch 2.x): mm 2*m*n*k; addmm = mm of args 1, 2
+(bias ignored); bmm 2*b*m*n*k; baddbmm = bmm of args 1, 2; convolution(x, w, bias, stride,
+padding, dilation, transposed, ...): prod((x.shape if transposed else out.shape)[2:]) *
+prod(w.shape[2:]) * x.shape[0] * w.shape[0] * w.shape[1] * 2 (w.shape[0], w.shape[1] even for
+transposed convs, whose weight is [in, out/groups, ...], as flop_counter does). Each counted op
+adds to every module on the call stack (inclusive counts) and to forward.flops. In torch 1.13
+conv2d reaches the dispatch mode as aten.convolution (never also as _convolution), Linear as
+addmm (or mm), 4-D matmul as bmm, MultiheadAttention's scores as bmm.
+
+Shapes and FLOPs do not depend on the input values; the eager run uses seeded random inputs.
+Every model is checked: the TorchScript file is loaded back and run on the same inputs (same
+output sizes and values as the eager model; the error cases fail there too). For transformer.pt
+the run is checked not to take TransformerEncoderLayer's fast path
+(aten._transformer_encoder_layer_fwd) nor the nested-tensor path (batch_first=False rules both
+out in 1.13): the dispatch mode sees aten.addmm / bmm instead.
+
+Everything is seeded, and the script re-executes itself with PYTHONHASHSEED=0, so a rerun writes
+byte-identical fixtures and expected.json, as long as it runs from the same path: the
+TorchScript files' .debug_pkl records hold this file's name.
+"""
+
+import argparse
+import collections
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import warnings
+from typing import Dict, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+
+warnings.filterwarnings("ignore")  # lazy-module / nested-tensor chatter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+UNINIT = nn.parameter.UninitializedTensorMixin
+MAX_FILE = 200 * 1024
+MAX_TOTAL = 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, stride=2, groups=2), nn.ReLU())
+        self.up = nn.ConvTranspose2d(16, 4, 2, stride=2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, x):
+        x = self.features(x)
+        x = self.up(x)
+        x = self.pool(x)
+        return self.head(x.flatten(1))
+
+
+class MatmulAttention(nn.Module):
+    def __init__(self, dim: int, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, t, c = x.size(0), x.size(1), x.size(2)
+        d = c // self.heads
+        qkv = self.qkv(x).reshape(b, t, 3, self.heads, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]                        # [B, H, T, D]
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        att = att.softmax(dim=-1)
+        y = torch.matmul(att, v).transpose(1, 2).reshape(b, t, c)
+        return self.proj(y)
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(50, 32)
+        self.pos = nn.Embedding(16, 32)
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=False), num_layers=2)
+        self.attn = MatmulAttention(32)
+        self.norm = nn.LayerNorm(32)
+        self.lm_head = nn.Linear(32, 50)
+
+    def forward(self, ids):
+        t = ids.size(1)
+        x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
+        x = self.encoder(x.transpose(0, 1)).transpose(0, 1)    # encoder wants [T, B, E]
+        x = self.attn(x)
+        return self.lm_head(self.norm(x))
+
+
+class PairNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fx = nn.Linear(8, 8)
+        self.fy = nn.Linear(6, 8)
+
+    def forward(self, x, y) -> Tuple[Tensor, Tensor]:
+        return self.fx(x), self.fy(y)
+
+
+class DictHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Linear(8, 3)
+        self.box = nn.Linear(8, 4)
+
+    def forward(self, x) -> Dict[str, Tensor]:
+        return {"cls": self.cls(x), "box": self.box(x)}
+
+
+class MultiIO(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = PairNet()
+        self.heads = DictHeads()
+        self.act = nn.ReLU()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+        self.sub = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Tanh(), nn.Linear(8, 2)))
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x, y) -> Tuple[Dict[str, Tensor], Tensor]:
+        a, b = self.pair(x, y)
+        h = self.act(a + b)                 # [4, 8]
+        for blk in self.blocks:
+            h = blk(h)
+        d = self.heads(h)
+        c = self.act(d["cls"])              # [4, 3]: act's last call
+        s = self.sub(h)
+        return {"cls": c, "box": d["box"]}, s
+
+
+class LazyModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.LazyConv2d(8, 3)
+        self.bn = nn.LazyBatchNorm2d()
+        self.head = nn.LazyLinear(10)
+
+    def forward(self, x):
+        return self.head(F.relu(self.bn(self.stem(x))).flatten(1))
+
+
+def build(cls, seed):
+    torch.manual_seed(seed)
+    m = cls()
+    m.eval()
+    return m
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorder
+# ---------------------------------------------------------------------------------------------
+
+def sizes(v):
+    if isinstance(v, torch.Tensor):
+        return list(v.shape)
+    if isinstance(v, (tuple, list)):
+        return [sizes(e) for e in v]
+    if isinstance(v, dict):
+        return collections.OrderedDict((str(k), sizes(e)) for k, e in v.items())
+    return "?"
+
+
+SCALAR = (bool, int, float, str)
+
+
+def equals_default(value, default):
+    if default is inspect.Parameter.empty or isinstance(value, torch.Tensor):
+        return False
+    if value is None and default is None:
+        return True
+    return isinstance(value, SCALAR) and isinstance(default, SCALAR) and value == default
+
+
+def call_args(sig, args, kwargs):
+    """The arguments in signature order, trailing ones equal to their defaults dropped."""
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    vals, defaults = [], []
+    for name, p in sig.parameters.items():
+        v = bound.arguments[name]
+        if p.kind == p.VAR_POSITIONAL:
+            vals += list(v)
+            defaults += [inspect.Parameter.empty] * len(v)
+        elif p.kind == p.VAR_KEYWORD:
+            vals += list(v.values())
+            defaults += [inspect.Parameter.empty] * len(v)
+        else:
+            vals.append(v)
+            defaults.append(p.default)
+    while vals and equals_default(vals[-1], defaults[-1]):
+        vals.pop()
+        defaults.pop()
+    return vals
+
+
+def prod(xs):
+    r = 1
+    for x in xs:
+        r *= int(x)
+    return r
+
+
+def op_flops(func, args, out):
+    """torch.utils.flop_counter's formulas (torch 2.x); None for ops it does not count."""
+    p = func.overloadpacket
+    A = torch.ops.aten
+    if p is A.mm:
+        m, k = args[0].shape
+        k2, n = args[1].shape
+        assert k == k2
+        return 2 * m * n * k
+    if p is A.addmm:
+        m, k = args[1].shape
+        k2, n = args[2].shape
+        assert k == k2
+        return 2 * m * n * k
+    if p is A.bmm or p is A.baddbmm:
+        a, b = (args[0], args[1]) if p is A.bmm else (args[1], args[2])
+        bs, m, k = a.shape
+        bs2, k2, n = b.shape
+        assert bs == bs2 and k == k2
+        return 2 * bs * m * n * k
+    if p is A.convolution or p is A._convolution:
+        x, w, transposed = args[0], args[1], bool(args[6])
+        batch = x.shape[0]
+        conv_shape = (x.shape if transposed else out.shape)[2:]
+        c_out, c_in = w.shape[0], w.shape[1]
+        return prod(conv_shape) * prod(w.shape[2:]) * batch * c_out * c_in * 2
+    return None
+
+
+class Recorder(TorchDispatchMode):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.paths = [n for n, _ in model.named_modules() if n != ""]
+        self.types = {n: type(m).__name__ for n, m in model.named_modules()}
+        self.rec = collections.OrderedDict(
+            (n, collections.OrderedDict(in_sizes="?", out_sizes="?", flops=0, calls=0)) for n in self.paths)
+        self.stack = []
+        self.total = 0
+        self.completed = []
+        self.error_module = None
+        self.ops = collections.Counter()        # (innermost module type, op) -> count, counted ops
+        self.all_ops = collections.Counter()    # every aten op seen (name -> count)
+
+    # dispatch mode ---------------------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.all_ops[str(func.overloadpacket)] += 1
+        f = op_flops(func, args, out)
+        if f is not None:
+            self.total += f
+            for path in self.stack:
+                if path != "":
+                    self.rec[path]["flops"] += f
+            inner = self.stack[-1] if self.stack else ""
+            self.ops[(self.types[inner], str(func.overloadpacket))] += 1
+        return out
+
+    # module wrappers ----------------------------------------------------------------------
+    def _wrap(self, path, module):
+        orig = module.forward
+        sig = inspect.signature(orig)
+        rec = self
+
+        def wrapper(*args, **kwargs):
+            vals = call_args(sig, args, kwargs)
+            rec.stack.append(path)
+            try:
+                result = orig(*args, **kwargs)
+            except BaseException:
+                if rec.error_module is None:
+                    rec.error_module = path
+                raise
+            finally:
+                rec.stack.pop()
+            if path != "":
+                r = rec.rec[path]
+                r["in_sizes"] = sizes(vals[0]) if len(vals) == 1 else [sizes(a) for a in vals]
+                r["out_sizes"] = sizes(result)
+                r["calls"] += 1
+                rec.completed.append(path)
+            return result
+
+        module.forward = wrapper
+
+    def run(self, args, kwargs):
+        """Returns (root output, None) or (None, exception)."""
+        mods = list(self.model.named_modules())
+        for path, m in mods:
+            self._wrap(path, m)
+        try:
+            with torch.no_grad(), self:
+                try:
+                    return self.model.forward(*args, **kwargs), None
+                except Exception as e:     # noqa: BLE001
+                    return None, e
+        finally:
+            for _path, m in mods:
+                del m.forward
+            assert all("forward" not in m.__dict__ for _p, m in mods)
+
+
+def record(model, args, kwargs=None):
+    r = Recorder(model)
+    out, err = r.run(args, kwargs or {})
+    return r, out, err
+
+
+def case_result(r, out):
+    return r.rec, collections.OrderedDict(out_sizes=sizes(out), flops=r.total)
+
+
+def error_result(r, err):
+    return collections.OrderedDict(module=r.error_module, completed=list(r.completed),
+                                   message=str(err).split("\n")[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks against the TorchScript files
+# ---------------------------------------------------------------------------------------------
+
+def same_output(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype \
+            and torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(same_output, a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same_output(a[k], b[k]) for k in a)
+    return a == b
+
+
+def check_scripted(path, args, kwargs, eager_out, state_dict=None):
+    m = torch.jit.load(path, map_location="cpu")
+    if state_dict is not None:
+        m.load_state_dict(state_dict)
+    with torch.no_grad():
+        got = m(*args, **kwargs)
+    assert same_output(eager_out, got), path
+    assert sizes(got) == sizes(eager_out)
+
+
+def scripted_error(path, args, kwargs):
+    m = torch.jit.load(path, map_location="cpu")
+    try:
+        with torch.no_grad():
+            m(*args, **kwargs)
+    except Exception as e:     # noqa: BLE001
+        lines = [ln for ln in str(e).split("\n") if ln.strip()]
+        return lines[-1]
+    raise AssertionError("%s did not fail" % path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+
+class Out:
+    def __init__(self, outdir):
+        self.outdir = outdir
+        self.written = []
+
+    def path(self, name):
+        return os.path.join(self.outdir, name)
+
+    def save(self, name, obj):
+        torch.save(obj, self.path(name))
+        self.note(name)
+
+    def script(self, name, model):
+        for m in model.modules():
+            assert "forward" not in m.__dict__
+        torch.jit.save(torch.jit.script(model), self.path(name))
+        self.note(name)
+
+    def note(self, name):
+        size = os.path.getsize(self.path(name))
+        assert size < MAX_FILE, (name, size)
+        self.written.append((name, size))
+
+
+def case(name, file, model, inputs, input_file, **rest):
+    c = collections.OrderedDict(name=name, file=file, model=model, inputs=inputs, input_file=input_file)
+    c.update(rest)
+    return c
+
+
+def log(*a):
+    print(*a, file=sys.stderr)
+
+
+def report_ops(label, r):
+    log("[%s] total flops %d" % (label, r.total))
+    for (typ, op), n in sorted(r.ops.items()):
+        log("    %-28s %-14s x%d" % (typ, op, n))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+# ---------------------------------------------------------------------------------------------
+
+def convnet_hand_flops(n, hw):
+    """Independent count: 2 * MACs, MACs per conv output element = c_in/groups * kh * kw."""
+    h1 = hw                                   # conv 3->8, k3, pad 1: same size
+    macs = n * 8 * h1 * h1 * 3 * 9
+    h2 = h1 // 2                              # maxpool
+    h3 = (h2 - 3) // 2 + 1                    # conv 8->16, k3, stride 2, groups 2 (4 in / group)
+    macs += n * 16 * h3 * h3 * 4 * 9
+    macs += n * 16 * h3 * h3 * 4 * 4          # convtranspose 16->4, k2 s2: each input elt x 4 outs x 4 taps
+    macs += n * 4 * 10                        # linear 4->10
+    return 2 * macs
+
+
+def transformer_hand_flops(b, t):
+    e, ff, h = 32, 64, 4
+    d = e // h
+    layer = 2 * b * t * e * 3 * e + 2 * (2 * b * h * t * t * d) + 2 * b * t * e * e + 2 * (2 * b * t * e * ff)
+    attn = 2 * b * t * e * 3 * e + 2 * (2 * b * h * t * t * d) + 2 * b * t * e * e
+    return 2 * layer + attn + 2 * b * t * e * 50
+
+
+def cases_convnet(out):
+    cases = []
+    net = build(ConvNet, 0)
+    out.script("convnet.pt", net)
+    torch.manual_seed(100)
+    x = torch.randn(2, 3, 32, 32)
+    out.save("convnet_input.pt", x)
+    r, y, err = record(net, (x,))
+    assert err is None, err
+    report_ops("convnet", r)
+    hand = convnet_hand_flops(2, 32)
+    log("    hand-derived convnet flops %d: %s" % (hand, "OK" if hand == r.total else "MISMATCH"))
+    assert hand == r.total
+    check_scripted(out.path("convnet.pt"), (x,), {}, y)
+    mods, fwd = case_result(r, y)
+    cases.append(case("convnet", "convnet.pt", None, ["2x3x32x32"], None, modules=mods, forward=fwd))
+    x2 = torch.load(out.path("convnet_input.pt"))
+    assert torch.equal(x2, x)
+    cases.append(case("convnet_input_file", "convnet.pt", None, [], "convnet_input.pt",
+                      modules=mods, forward=fwd))
+
+    # Lightning-style checkpoint of a differently seeded ConvNet; architecture convnet.pt
+    other = build(ConvNet, 7)
+    with torch.no_grad():                    # move the BatchNorm stats: a trained-looking file
+        other.train()
+        other(torch.randn(4, 3, 32, 32))
+        other.eval()
+    sd = collections.OrderedDict(("model." + k, v) for k, v in other.state_dict().items())
+    out.save("lit_convnet.ckpt", {"epoch": 3, "global_step": 30, "pytorch-lightning_version": "2.6.0",
+                                  "state_dict": sd, "hyper_parameters": {"lr": 0.01}})
+    r2, y2, err = record(other, (x,))
+    assert err is None and r2.rec == r.rec and r2.total == r.total
+    ck = torch.load(out.path("lit_convnet.ckpt"))
+    stripped = collections.OrderedDict((k[len("model."):], v) for k, v in ck["state_dict"].items())
+    check_scripted(out.path("convnet.pt"), (x,), {}, y2, state_dict=stripped)
+    cases.append(case("lit_convnet", "lit_convnet.ckpt", "convnet.pt", ["2x3x32x32"], None,
+                      modules=mods, forward=fwd))
+
+    # bad: 4 input channels
+    xb = torch.randn(2, 4, 32, 32)
+    rb, _, err = record(net, (xb,))
+    assert err is not None
+    e = error_result(rb, err)
+    log("[bad_channels] %r; TorchScript: %r" % (dict(e), scripted_error(out.path("convnet.pt"), (xb,), {})))
+    cases.append(case("bad_channels", "convnet.pt", None, ["2x4x32x32"], None, error=e))
+    return cases
+
+
+def cases_transformer(out):
+    cases = []
+    net = build(TinyTransformer, 1)
+    out.script("transformer.pt", net)
+    torch.manual_seed(101)
+    ids = torch.randint(0, 50, (2, 16))
+    r, y, err = record(net, (ids,))
+    assert err is None, err
+    report_ops("transformer", r)
+    hand = transformer_hand_flops(2, 16)
+    log("    hand-derived transformer flops %d: %s" % (hand, "OK" if hand == r.total else "MISMATCH"))
+    assert hand == r.total
+    for bad in ("_transformer_encoder_layer_fwd", "_native_multi_head_attention",
+                "_nested_tensor_from_mask", "_nested_tensor_from_mask_left_aligned"):
+        assert not any(op.endswith(bad) for op in r.all_ops), bad
+    seen = {op for (_t, op) in r.ops}
+    assert {"aten.addmm", "aten.bmm"} <= seen, seen
+    log("    fast path / nested tensor: not taken; counted ops seen: %s" % sorted(seen))
+    log("    all aten ops: %s" % ", ".join("%s x%d" % kv for kv in sorted(r.all_ops.items())))
+    check_scripted(out.path("transformer.pt"), (ids,), {}, y)
+    mods, fwd = case_result(r, y)
+    cases.append(case("transformer", "transformer.pt", None, ["2x16:int64:0..50"], None,
+                      modules=mods, forward=fwd))
+
+    torch.manual_seed(102)
+    bad_ids = torch.randint(0, 1000, (2, 16))
+    assert int(bad_ids.max()) >= 50
+    out.save("bad_ids.pt", bad_ids)
+    assert torch.equal(torch.load(out.path("bad_ids.pt")), bad_ids)
+    rb, _, err = record(net, (bad_ids,))
+    assert err is not None
+    e = error_result(rb, err)
+    log("[bad_token_ids] %r; TorchScript: %r" % (dict(e), scripted_error(out.path("transformer.pt"), (bad_ids,), {})))
+    cases.append(case("bad_token_ids", "transformer.pt", None, [], "bad_ids.pt", error=e))
+    return cases
+
+
+def cases_multi(out):
+    cases = []
+    net = build(MultiIO, 2)
+    out.script("multi.pt", net)
+    torch.manual_seed(103)
+    x, y = torch.randn(4, 8), torch.randn(4, 6)
+    out.save("multi_inputs.pt", (x, y))
+    out.save("multi_kwargs.pt", {"y": y, "x": x})
+    r, o, err = record(net, (x, y))
+    assert err is None, err
+    report_ops("multi", r)
+    assert r.rec["act"]["calls"] == 2 and r.rec["unused"]["calls"] == 0
+    check_scripted(out.path("multi.pt"), (x, y), {}, o)
+    mods, fwd = case_result(r, o)
+    cases.append(case("multi", "multi.pt", None, ["4x8", "4x6"], None, modules=mods, forward=fwd))
+
+    t = torch.load(out.path("multi_inputs.pt"))
+    assert isinstance(t, tuple) and len(t) == 2 and torch.equal(t[0], x) and torch.equal(t[1], y)
+    rt, ot, _ = record(net, t)
+    assert (rt.rec, rt.total) == (r.rec, r.total)
+    check_scripted(out.path("multi.pt"), t, {}, ot)
+    cases.append(case("multi_tuple_file", "multi.pt", None, [], "multi_inputs.pt", modules=mods, forward=fwd))
+
+    kw = torch.load(out.path("multi_kwargs.pt"))
+    assert isinstance(kw, dict) and list(kw) == ["y", "x"]
+    rk, ok, _ = record(net, (), kw)
+    assert (rk.rec, rk.total) == (r.rec, r.total)
+    check_scripted(out.path("multi.pt"), (), kw, ok)
+    cases.append(case("multi_dict_file", "multi.pt", None, [], "multi_kwargs.pt", modules=mods, forward=fwd))
+
+    yb = torch.randn(4, 7)
+    rb, _, err = record(net, (x, yb))
+    assert err is not None
+    e = error_result(rb, err)
+    log("[bad_multi] %r; TorchScript: %r" % (dict(e), scripted_error(out.path("multi.pt"), (x, yb), {})))
+    cases.append(case("bad_multi", "multi.pt", None, ["4x8", "4x7"], None, error=e))
+    return cases
+
+
+def cases_lazy(out):
+    net = build(LazyModel, 3)
+    sd = net.state_dict()
+    uninit = [k for k, v in sd.items() if isinstance(v, UNINIT)]
+    assert uninit
+    out.save("lazy_sd.pt", sd)
+    with torch.no_grad():
+        net(torch.randn(1, 3, 8, 8))          # dry run: materializes the lazy parameters
+    assert not any(isinstance(v, UNINIT) for v in net.state_dict().values())
+    out.script("lazy_arch.pt", net)
+
+    loaded = torch.load(out.path("lazy_sd.pt"))
+    assert list(loaded) == list(sd)
+    assert [k for k, v in loaded.items() if isinstance(v, UNINIT)] == uninit
+    init_sd = net.state_dict()
+    resolved = collections.OrderedDict((k, list(init_sd[k].shape)) for k in uninit)
+    params = list(net.parameters())
+    totals = collections.OrderedDict(
+        parameters=sum(p.numel() for p in params),
+        trainable=sum(p.numel() for p in params if p.requires_grad),
+        buffers=sum(b.numel() for b in net.buffers()),
+        parameter_bytes=sum(p.numel() * p.element_size() for p in params))
+    arch = torch.jit.load(out.path("lazy_arch.pt"))
+    assert {k: list(v.shape) for k, v in arch.state_dict().items()} == \
+        {k: list(v.shape) for k, v in init_sd.items()}
+
+    torch.manual_seed(104)
+    x = torch.randn(2, 3, 8, 8)
+    r, y, err = record(net, (x,))
+    assert err is None, err
+    report_ops("lazy", r)
+    check_scripted(out.path("lazy_arch.pt"), (x,), {}, y)
+    mods, fwd = case_result(r, y)
+    return [case("lazy", "lazy_sd.pt", "lazy_arch.pt", ["2x3x8x8"], None, modules=mods, forward=fwd,
+                 resolved=resolved, totals=totals)]
+
+
+ORDER = ["convnet", "convnet_input_file", "transformer", "multi", "multi_tuple_file", "multi_dict_file",
+         "lazy", "lit_convnet", "bad_channels", "bad_token_ids", "bad_multi"]
+
+
+def main():
+    if os.environ.get("PYTHONHASHSEED") != "0":   # TorchScript code/ may list constants in set order
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "forward"))
+    args = ap.parse_args()
+    os.makedirs(args.outdir, exist_ok=True)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    out = Out(args.outdir)
+
+    cases = cases_convnet(out) + cases_transformer(out) + cases_multi(out) + cases_lazy(out)
+    byname = {c["name"]: c for c in cases}
+    assert sorted(byname) == sorted(ORDER)
+    cases = [byname[n] for n in ORDER]
+
+    doc = collections.OrderedDict()
+    doc["generator"] = "testdata/gen_forward.py"
+    doc["torch"] = torch.__version__
+    doc["cases"] = cases
+    text = json.dumps(doc, indent=1, sort_keys=False)
+    # lists of numbers / strings (shapes, path lists) on one line each
+    text = re.sub(r"\[\s*((?:-?\d+|\"[^\"\n]*\")(?:,\s*(?:-?\d+|\"[^\"\n]*\"))*)\s*\]",
+                  lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+    assert json.loads(text) == json.loads(json.dumps(doc))
+    jp = out.path("expected.json")
+    with open(jp, "w") as f:
+        f.write(text + "\n")
+    out.note("expected.json")
+
+    total = 0
+    for name, size in out.written:
+        total += size
+        with open(out.path(name), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        print("%-20s %7d bytes  sha256 %s" % (name, size, digest))
+    assert total < MAX_TOTAL, total
+    for c in cases:
+        print("  %-20s %s" % (c["name"], ("flops %d" % c["forward"]["flops"]) if "forward" in c
+                                  else "error in %r: %s" % (c["error"]["module"], c["error"]["message"])))
+    print("%d files, %d bytes; %d cases; torch %s -> %s" % (len(out.written), total, len(cases),
+                                                           torch.__version__, args.outdir))
+
+
+if __name__ == "__main__":
+    main()
