@@ -33,7 +33,8 @@ Limits LimitOptions::resolve() const {
 void add_limit_option(CLI::App* sub, LimitOptions& o) {
   sub->add_option("--limit", o.limits, "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
       ->type_name("NAME=VALUE")
-      ->expected(1)  // one value per --limit, so a following FILE is not swallowed
+      ->type_size(1)
+      ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
       ->allow_extra_args(false);
 }
 
@@ -61,7 +62,8 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                              "positional argument: DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224, 1x128:int64:0..50257. Fills FLOPs, "
                              "In sizes, Out sizes")
                  ->type_name("SPEC")
-                 ->expected(1)
+                 ->type_size(1)
+                 ->expected(1, 1 << 20)  // repeatable, one SPEC each, so a following FILE is not swallowed
                  ->allow_extra_args(false);
   sub->add_option("--example-input-file", o.example_input_file,
                   "Like --example-input, with the inputs a torch.save'd tensor, tuple/list (positional) or dict (keywords) of tensors")

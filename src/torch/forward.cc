@@ -9,6 +9,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <chrono>
+#include <cctype>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -263,7 +264,14 @@ std::unique_ptr<at::ObserverContext> on_op_start(const at::RecordFunction& fn) {
   if (!r) return nullptr;
   const Flop f = classify(fn.name());
   if (f == Flop::None) return nullptr;
-  if (r->counted_depth++ == 0) r->add_flops(flops_of(f, fn.inputs()));
+  if (r->counted_depth++ == 0) {
+    // A boxed call (the TorchScript interpreter's) hands the whole interpreter stack as inputs: the
+    // operator's own are the last ones.
+    OpInputs in = fn.inputs();
+    if (auto schema = fn.operator_schema(); schema && in.size() > schema->arguments().size())
+      in = in.slice(in.size() - schema->arguments().size());
+    r->add_flops(flops_of(f, in));
+  }
   return std::make_unique<Counted>();
 }
 
@@ -286,6 +294,7 @@ std::string libtorch_message(const std::exception& e) {
   }
   const size_t from = best == std::string::npos ? 0 : best;
   std::string line = msg.substr(from, msg.find('\n', from) - from);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
   return line;
 }
 
@@ -413,6 +422,14 @@ ForwardReport run_forward(torch::jit::Module& module, const ExampleInputs& in) {
     c10::IValue out = module.get_method("forward")(std::move(args), in.kwargs);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.out_sizes = sizes(out);
+    ModuleForward& root = report.modules[""];  // the root's row (a Lightning state dict's 'model.')
+    root.in_sizes = J::array();
+    for (const c10::IValue& a : in.args) root.in_sizes.push_back(sizes(a));
+    for (const auto& kv : in.kwargs) root.in_sizes.push_back(sizes(kv.second));
+    if (root.in_sizes.size() == 1) root.in_sizes = J(root.in_sizes[0]);
+    root.out_sizes = report.out_sizes;
+    root.flops = report.flops;
+    root.calls = 1;
   } catch (const std::exception& e) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.error = libtorch_message(e);
