@@ -9,13 +9,14 @@ import sys
 ap = argparse.ArgumentParser()
 ap.add_argument("--ckpt", required=True)
 ap.add_argument("--fixture", required=True)
+ap.add_argument("extra", nargs="*", help="more summary arguments (e.g. --model ARCH)")
 a = ap.parse_args()
 
 bad = ("libtorch", "libc10", "libcaffe2")
 ldd = subprocess.run(["ldd", a.ckpt], capture_output=True, text=True).stdout
 linked = [l for l in ldd.splitlines() if any(b in l for b in bad)]
 env = dict(os.environ, LD_DEBUG="libs")
-run = subprocess.run([a.ckpt, "summary", "--json", a.fixture], capture_output=True, text=True, env=env)
+run = subprocess.run([a.ckpt, "summary", "--json", a.fixture, *a.extra], capture_output=True, text=True, env=env)
 opened = [l for l in run.stderr.splitlines() if "calling init" in l]
 loaded = [l for l in opened if any(b in l for b in bad)]
 ok = run.returncode == 0 and not linked and not loaded and len(opened) > 0
