@@ -181,7 +181,7 @@ Flop classify(const char* name) {
   if (std::strncmp(name, "aten::", 6) != 0) return Flop::None;
   const char* op = name + 6;
   if (!std::strcmp(op, "mm")) return Flop::Mm;
-  if (!std::strcmp(op, "addmm")) return Flop::Addmm;
+  if (!std::strcmp(op, "addmm") || !std::strcmp(op, "_addmm_activation")) return Flop::Addmm;  // the latter: fused linear + ReLU/GELU
   if (!std::strcmp(op, "bmm")) return Flop::Bmm;
   if (!std::strcmp(op, "baddbmm")) return Flop::Baddbmm;
   if (!std::strcmp(op, "convolution") || !std::strcmp(op, "_convolution")) return Flop::Conv;

@@ -1,13 +1,15 @@
 // One example-input forward of a TorchScript module (`ckpt summary --example-input`), recording per
 // module what Lightning's ModelSummary hooks record (input and output sizes, the last call's) and
 // FLOPs counted as torch.utils.flop_counter counts them:
-//   mm, addmm, bmm, baddbmm   2*M*N*K per matrix product (addmm / baddbmm: the product only)
+//   mm, addmm, bmm, baddbmm   2*M*N*K per matrix product (addmm / baddbmm: the product only;
+//                             _addmm_activation, the fused linear + activation, as addmm)
 //   convolution               2 * batch * prod(out spatial) * prod(kernel) * c_out * c_in/groups
 //                             (transposed: input spatial instead of output)
 //   scaled_dot_product_attention and its kernels: the two batched products, 2*B*Sq*Sk*(Dq + Dv)
 // An operator counts only when no counted operator encloses it (convolution -> _convolution once,
-// linear -> addmm once, attention -> its math kernels' bmm not again). A module's FLOPs include
-// everything it called.
+// linear -> addmm once, attention -> its math kernels' bmm not again). Unlike flop_counter, which sees
+// a fused kernel (the TransformerEncoderLayer fast path) as one unknown operator and counts 0, the
+// products that a fused kernel runs are counted. A module's FLOPs include everything it called.
 //
 // Module boundaries: LibTorch has no forward hooks, so every `prim::CallMethod[name="forward"]` on a
 // submodule in the graphs of the module's methods is bracketed with two recording operators

@@ -124,6 +124,38 @@ def check_case(ckpt, fd, case):
     check(f"{human_count(case['forward']['flops']):<10}Total Flops" in text, f"{name}: no 'Total Flops' line for {case['forward']['flops']}")
 
 
+def check_t26(ckpt, fd):
+    """testdata/t26/forward (gen_forward_t2.py, torch 2.6): scaled_dot_product_attention and the
+    TransformerEncoderLayer fast path. With LibTorch 2.x every value must match; the fused layer's FLOPs
+    are the unfused forward's (ckpt counts the products inside fused kernels; flop_counter counts 0).
+    LibTorch 1.x cannot compile these archives: exit 3."""
+    exp = json.load(open(os.path.join(fd, "expected.json")))
+    for case in exp["cases"]:
+        name = "t26/" + case["name"]
+        rc, out, err = run(ckpt, *case_args(fd, case), "--json")
+        doc = json.loads(out) if out.strip() else {}
+        major = None
+        if rc == 3 and not doc:
+            check("LibTorch 1." in err and "lacks operators" in err, f"{name}: exit 3, not LibTorch 1.x's missing operators: {err.strip()[:300]}")
+            print(f"{name}: not compiled by this LibTorch (expected for 1.x): {err.strip()[:160]}")
+            continue
+        v = (doc.get("forward") or {}).get("libtorch", "")
+        major = int(v.split(".")[0]) if v[:1].isdigit() else None
+        check(major is not None and major >= 2, f"{name}: compiled by LibTorch {v!r}: expected 2.x")
+        check(rc == 0, f"{name}: exit {rc}: {err.strip()[:300]}")
+        fw = doc.get("forward") or {}
+        total = case.get("unfused_flops", case["forward"]["flops"])
+        check(fw.get("flops") == total, f"{name}: forward.flops {fw.get('flops')}, PyTorch {total}")
+        check(fw.get("out_sizes") == case["forward"]["out_sizes"], f"{name}: out_sizes {fw.get('out_sizes')}")
+        rows = {r["name"]: r for r in doc.get("modules", [])}
+        for path, m in case["modules"].items():
+            r = rows.get(path, {})
+            for k in ("in_sizes", "out_sizes", "calls"):
+                check(r.get(k) == m[k], f"{name}: {path}.{k} = {r.get(k)!r}, PyTorch {m[k]!r}")
+            want = m["flops"] if "unfused_flops" not in case else (total if m["calls"] else 0)
+            check(r.get("flops") == want, f"{name}: {path}.flops = {r.get('flops')}, expected {want}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
@@ -162,6 +194,8 @@ def main():
     rc, out, err = run(a.ckpt, conv, "--example-input", "2x3x32x32", "--device", "cuda")
     libtorch_cuda = "built without CUDA" not in err and "is not available" not in err
     check(rc == 4 or (rc == 0 and libtorch_cuda), f"--device cuda without CUDA: exit {rc} {err.strip()[:200]}")
+
+    check_t26(a.ckpt, os.path.join(a.root, "testdata", "t26", "forward"))
 
     print(f"forward_cases: {checks[0] - len(failures)}/{checks[0]} checks passed")
     sys.exit(1 if failures else 0)
