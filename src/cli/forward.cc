@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "cli/commands.h"
@@ -39,8 +40,8 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
     LoadReport rep;
     torchb::MaterializeOptions mo;
     mo.device = device;
-    std::map<std::string, bool> have;
-    for (const auto& [name, t] : torchb::module_state(module)) have.emplace(name, true);
+    std::set<std::string> have;
+    for (const auto& [name, t] : torchb::module_state(module)) have.insert(name);
     for (auto& [name, t] : torchb::materialize(file, targets, mo, rep))
       if (have.count(name)) torchb::assign(module, name, device.is_cpu() ? t.clone() : t);  // CPU: views of the read-only mapping
   }

@@ -1,28 +1,29 @@
 #include "core/model.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/load.h"
 #include "core/torch_pickle.h"
 
 namespace ckpt {
 
+namespace {
+std::string without_dot(const std::string& prefix) {
+  return !prefix.empty() && prefix.back() == '.' ? prefix.substr(0, prefix.size() - 1) : prefix;
+}
+}  // namespace
+
 std::optional<std::string> file_module_path(const std::string& arch_path, const ModelReport& m) {
-  std::string p = arch_path;
+  // ARCH key = add + (FILE key without strip): only paths under `add` have a FILE name.
+  std::string rest = arch_path;
   if (!m.add_prefix.empty()) {
-    // ARCH key = add + (FILE key without strip): only paths under `add` have a FILE name
-    const std::string add = m.add_prefix;
-    if (p + "." == add) return m.strip_prefix.empty() ? std::string() : m.strip_prefix.substr(0, m.strip_prefix.size() - (m.strip_prefix.back() == '.'));
-    if (p.compare(0, add.size(), add) != 0) return std::nullopt;
-    p = p.substr(add.size());
+    if (rest == without_dot(m.add_prefix)) rest.clear();
+    else if (rest.compare(0, m.add_prefix.size(), m.add_prefix) == 0) rest = rest.substr(m.add_prefix.size());
+    else return std::nullopt;
   }
-  if (m.strip_prefix.empty()) return p;
-  if (p.empty()) {
-    std::string s = m.strip_prefix;
-    if (s.back() == '.') s.pop_back();
-    return s;
-  }
-  return m.strip_prefix + p;
+  if (m.strip_prefix.empty()) return rest;
+  return rest.empty() ? without_dot(m.strip_prefix) : m.strip_prefix + rest;
 }
 
 ModelReport apply_model(Checkpoint& file, const Checkpoint& arch, const std::string& strip, const std::string& add) {
@@ -72,13 +73,13 @@ ModelReport apply_model(Checkpoint& file, const Checkpoint& arch, const std::str
     }
     // Modules of FILE's own key tree that ARCH does not name (the 'model.' level of a Lightning state
     // dict, say) are rows too, as they would be without --model.
-    std::unordered_map<std::string, bool> known;
-    for (const Module& m : file.modules) known.emplace(m.name, true);
+    std::unordered_set<std::string> known;
+    for (const Module& m : file.modules) known.insert(m.name);
     std::vector<Module> outer;
     for (const Module& m : file.modules) {
       for (size_t dot = m.name.find('.'); dot != std::string::npos; dot = m.name.find('.', dot + 1)) {
         std::string parent = m.name.substr(0, dot);
-        if (known.emplace(parent, true).second) outer.push_back(Module{parent, "", "", std::nullopt, "", {}});
+        if (known.insert(parent).second) outer.push_back(Module{parent, "", "", std::nullopt, "", {}});
       }
     }
     // pre-order: the outer rows come before ARCH's

@@ -199,6 +199,14 @@ std::string header_lines(const Summary& s, bool markdown) {
   return out;
 }
 
+// A module's forward record; modules the forward did not list (state-dict rows ARCH does not name) as
+// modules that did not run.
+const ModuleForward& forward_of(const ForwardReport& f, const std::string& name) {
+  static const ModuleForward none;
+  auto it = f.modules.find(name);
+  return it == f.modules.end() ? none : it->second;
+}
+
 struct Table {
   std::vector<std::string> heads;
   std::vector<std::vector<std::string>> rows;
@@ -228,9 +236,7 @@ Table module_table(const Summary& s, const RenderOptions& o) {
                                  join(r.dtypes, ", "), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
-      auto it = f->modules.find(r.name);
-      const ModuleForward none;
-      const ModuleForward& m = it == f->modules.end() ? none : it->second;
+      const ModuleForward& m = forward_of(*f, r.name);
       row.push_back(human_count(m.flops));
       std::string in, out;
       sizes_text(m.in_sizes, true, in);
@@ -482,9 +488,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       out += json_text(*r.attributes, -1);
     }
     if (s.forward) {
-      auto it = s.forward->modules.find(r.name);
-      const ModuleForward none;
-      const ModuleForward& m = it == s.forward->modules.end() ? none : it->second;
+      const ModuleForward& m = forward_of(*s.forward, r.name);
       fmt::format_to(out_it, ", \"in_sizes\": {}, \"out_sizes\": {}, \"flops\": {}, \"calls\": {}", json_text(m.in_sizes, -1),
                      json_text(m.out_sizes, -1), m.flops, m.calls);
     }

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <charconv>
 #include <chrono>
 #include <cctype>
 #include <cstring>
@@ -298,6 +299,14 @@ std::string libtorch_message(const std::exception& e) {
   return line;
 }
 
+// The whole of `text` as a decimal integer.
+std::optional<int64_t> parse_int(std::string_view text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 }  // namespace
 
 ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::Device device) {
@@ -321,9 +330,9 @@ ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::D
     for (size_t pos = 0;;) {
       const size_t x = parts[0].find('x', pos);
       const std::string dim = parts[0].substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-      if (dim.empty() || dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 12)
-        throw bad(fmt::format("'{}' is not a dimension", dim));
-      d.shape.push_back(std::stoll(dim));
+      const auto n = parse_int(dim);
+      if (!n || *n < 0) throw bad(fmt::format("'{}' is not a dimension", dim));
+      d.shape.push_back(*n);
       if (x == std::string::npos) break;
       pos = x + 1;
     }
@@ -336,19 +345,11 @@ ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::D
       if (!integral) throw bad("a value range is for integer and bool inputs");
       const std::string& r = parts[2];
       const size_t dots = r.find("..");
-      try {
-        size_t used = 0;
-        if (dots == std::string::npos) throw bad("expected LOW..HIGH");
-        const int64_t lo = std::stoll(r.substr(0, dots), &used);
-        if (used != dots) throw bad("expected LOW..HIGH");
-        const int64_t hi = std::stoll(r.substr(dots + 2), &used);
-        if (used != r.size() - dots - 2) throw bad("expected LOW..HIGH");
-        if (hi <= lo) throw bad("HIGH must be greater than LOW");
-        d.range = std::make_pair(lo, hi);
-      } catch (const std::logic_error& e) {
-        if (dynamic_cast<const std::invalid_argument*>(&e) && std::string(e.what()).rfind("--example-input", 0) == 0) throw;
-        throw bad("expected LOW..HIGH with integers");
-      }
+      const auto lo = dots == std::string::npos ? std::nullopt : parse_int(r.substr(0, dots));
+      const auto hi = dots == std::string::npos ? std::nullopt : parse_int(r.substr(dots + 2));
+      if (!lo || !hi) throw bad("expected LOW..HIGH with integers");
+      if (*hi <= *lo) throw bad("HIGH must be greater than LOW");
+      d.range = std::make_pair(*lo, *hi);
     } else if (integral) {
       d.range = std::make_pair(int64_t{0}, int64_t{2});
     }
@@ -398,15 +399,16 @@ ForwardReport run_forward(torch::jit::Module& module, const ExampleInputs& in) {
   size_t submodules = 0;
   for (const auto& nm : module.named_modules()) {
     rec.path_of.emplace(nm.value._ivalue().get(), nm.name);
-    submodules += !nm.name.empty();
+    if (!nm.name.empty()) {
+      ++submodules;
+      report.modules.emplace(nm.name, ModuleForward{});  // "?" until it runs
+    }
     for (torch::jit::Function* fn : nm.value.type()->methods()) {
       if (!done.insert(fn).second || !fn->isGraphFunction()) continue;
       bracket_calls(torch::jit::toGraphFunction(*fn).graph()->block(), rec);
     }
   }
   report.per_module = submodules == 0 || !rec.sites.empty();
-  for (const auto& nm : module.named_modules())
-    if (!nm.name.empty()) report.modules.emplace(nm.name, ModuleForward{});
 
   module.eval();
   // The optimizing executor would specialize and fuse on later runs; one plain interpreted run is what
@@ -423,10 +425,9 @@ ForwardReport run_forward(torch::jit::Module& module, const ExampleInputs& in) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.out_sizes = sizes(out);
     ModuleForward& root = report.modules[""];  // the root's row (a Lightning state dict's 'model.')
-    root.in_sizes = J::array();
-    for (const c10::IValue& a : in.args) root.in_sizes.push_back(sizes(a));
-    for (const auto& kv : in.kwargs) root.in_sizes.push_back(sizes(kv.second));
-    if (root.in_sizes.size() == 1) root.in_sizes = J(root.in_sizes[0]);
+    std::vector<c10::IValue> all = in.args;
+    for (const auto& kv : in.kwargs) all.push_back(kv.second);
+    root.in_sizes = sizes_of_args(all);
     root.out_sizes = report.out_sizes;
     root.flops = report.flops;
     root.calls = 1;
