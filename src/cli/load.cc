@@ -89,7 +89,7 @@ int run_load(const LoadOptions& o) {
 
   // Kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing at exit).
   auto* ck = new Checkpoint(read_checkpoint(o.file, lim));
-  rep.format = ck->format;
+  rep.format = to_string(ck->format);
   rep.read_seconds = since(t0);
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
   double pre_seconds = 0.0;
@@ -101,8 +101,8 @@ int run_load(const LoadOptions& o) {
   std::optional<torch::jit::Module> module;
   if (!o.model.empty()) {
     arch = new Checkpoint(read_checkpoint(o.model, lim));
-    if (arch->format != "torchscript")
-      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, arch->format));
+    if (arch->format != Format::TorchScript)
+      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
     rep.model = o.model;
     std::vector<const Tensor*> file_keys, model_keys;
     for (const Tensor& t : ck->tensors) file_keys.push_back(&t);
@@ -117,7 +117,7 @@ int run_load(const LoadOptions& o) {
       rep.arch_bytes_read = summarize(*arch).totals.storage_bytes;  // read even for meta, then moved there
     }
     rep.arch_seconds = since(ta);
-  } else if (ck->format == "torchscript") {
+  } else if (ck->format == Format::TorchScript) {
     module = torchb::load_structure(*ck);  // LibTorch must be able to compile it (exit 3 naming missing ops)
   }
 
@@ -160,10 +160,10 @@ int run_load(const LoadOptions& o) {
       if (left) rep.notes.push_back(fmt::format("{} tensors of the model were not in FILE and stay on meta", left));
     }
   }
-  if (ck->format == "torchscript" && ck->metadata.contains("constants") && ck->metadata["constants"].value("tensors", 0) > 0)
+  if (const auto& cs = ck->torchscript.constants; ck->format == Format::TorchScript && cs && cs->tensors > 0)
     rep.notes.push_back(fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
                                     "loads them with the code; they are not listed here",
-                                    ck->metadata["constants"].value("tensors", 0)));
+                                    cs->tensors));
 
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);

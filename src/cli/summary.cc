@@ -83,23 +83,23 @@ int run_summary(const SummaryOptions& o) {
   std::optional<ModelReport> model;
   if (!o.model.empty()) {
     arch = new Checkpoint(read_checkpoint(o.model, lim));
-    if (arch->format != "torchscript")
-      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, arch->format));
+    if (arch->format != Format::TorchScript)
+      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
     model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
   } else if (!o.strip_prefix.empty() || !o.add_prefix.empty()) {
     throw UsageError("--strip-prefix / --add-prefix need --model");
   }
   if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
-  if (o.wants_forward() && !arch && ck.format != "torchscript")
+  if (o.wants_forward() && !arch && ck.format != Format::TorchScript)
     throw UsageError(fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
-                                 o.file, ck.format));
+                                 o.file, to_string(ck.format)));
   Summary s = summarize(ck);
   s.model = model;
 #ifdef CKPT_WITH_TORCH
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif
   // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
-  for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == "zip" ? ck.prefix + "/data.pkl" : "pickle")})
+  for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == Container::Zip ? ck.prefix + "/data.pkl" : "pickle")})
     s.findings.insert(s.findings.end(), more.begin(), more.end());
   const std::string format = o.json ? "json" : o.format;
   std::string out;

@@ -1,11 +1,14 @@
-// What readers produce: a Checkpoint of tensor records, storages, an optional module tree, metadata
-// and findings. Nothing here holds tensor bytes; storages stay references into the file.
+// What readers produce: a Checkpoint of tensor records, storages, an optional module tree, typed
+// metadata (training state, TorchScript archive facts, shard lists) and findings. Nothing here holds
+// tensor bytes; storages stay references into the file.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +22,19 @@ namespace ckpt {
 enum class TensorState : uint8_t { Materialized, Uninitialized, Meta };
 enum class TensorKind : uint8_t { Parameter, Buffer };
 enum class Severity : uint8_t { Info, Warning, Error };
+
+// What the file is, as summary's JSON `format` names it. None: nothing read yet.
+enum class Format : uint8_t { None, TorchZip, TorchLegacy, Pickle, Lightning, TorchScript, Safetensors, Dcp, Sharded };
+// How its bytes are held. Shards: a sharded checkpoint, whose JSON `container` is its shards' format
+// (see container_text).
+enum class Container : uint8_t { None, Zip, Legacy, Pickle, Safetensors, Dcp, Shards };
+// What the unpickled root is: a state dict, a whole nn.Module, a Lightning checkpoint, another
+// training dict holding the model under Checkpoint::model_key, or any other object.
+enum class Content : uint8_t { None, StateDict, Module, Lightning, Checkpoint, Object };
+// torch.layout of an entry, plus what ckpt tells apart: Sparse (a sparse rebuild that names no
+// layout), Quantized, Nested, Opaque (a rebuild function ckpt does not interpret). A sparse rebuild
+// may name any layout: Other keeps the name in Tensor::layout_name.
+enum class Layout : uint8_t { Strided, Sparse, SparseCoo, SparseCsr, SparseCsc, SparseBsr, SparseBsc, Quantized, Nested, Opaque, Other };
 
 struct Tensor {
   std::string name;                   // dotted path ("encoder.0.weight")
@@ -36,13 +52,15 @@ struct Tensor {
   bool resolved = false;              // uninitialized, but sized from `summary --model ARCH` (counted)
   TensorKind kind = TensorKind::Parameter;
   bool kind_inferred = true;          // true when kind was guessed from the name / dtype
-  std::string layout = "strided";     // strided | sparse_coo | sparse_csr | quantized | nested | ...
+  Layout layout = Layout::Strided;
+  std::string layout_name;            // Layout::Other: the layout as the file names it
   std::string qscheme;                // quantized: per_tensor_affine, ...
   double q_scale = 0.0;               // quantized per_tensor_affine: scale and zero point
   int64_t q_zero_point = 0;
   std::string subclass;               // tensor subclass / unusual rebuild function, if any
   const Value* identity = nullptr;    // the pickle node (same node = same Python object)
   std::string shard;                  // sharded checkpoints: the shard file holding it
+  std::string layout_text() const;    // as JSON and messages name it ("strided", "sparse_coo", ...)
 };
 
 // torch.distributed.checkpoint: one piece of a tensor, stored as a torch.save blob of that piece in a
@@ -104,23 +122,109 @@ struct Finding {
   std::vector<std::string> where;
 };
 
+// ---- metadata: typed here, written to summary's JSON `metadata` by metadata_json alone ----
+
+struct TensorCount {
+  uint64_t tensors = 0, bytes = 0;
+};
+
+// A Lightning checkpoint or another training dict: every top-level key but the model's. The keys are
+// the user's, so the JSON keeps the file's order (a key saved twice keeps its first place and its last
+// value, as a dict would), and values ckpt does not interpret stay plain JSON.
+struct TrainingInfo {
+  struct State {  // optimizer_states, lr_schedulers, optimizer(s), scheduler(s)
+    uint64_t count = 0;  // the list's length, 1 for anything else
+    TensorCount held;
+  };
+  struct Data {  // any other key: the tensors it holds, or else its plain value (epoch, hyper_parameters, ...)
+    std::optional<TensorCount> held;
+    nlohmann::ordered_json value;
+  };
+  std::optional<std::vector<std::string>> callbacks;  // the callbacks dict's keys
+  std::optional<TensorCount> callback_tensors;        // tensors in callback states, when there are any
+  std::optional<std::vector<std::string>> loops;      // the loops dict's keys
+  std::vector<std::pair<std::string, State>> states;
+  std::vector<std::pair<std::string, Data>> data;
+  std::vector<std::string> order;                     // every key above, as the JSON lists them
+
+  // Before `key` is written: drops what it held and gives it its place in `order`.
+  void claim(const std::string& key);
+  const State* state(std::string_view key) const;
+  const Data* entry(std::string_view key) const;
+};
+
+// One constant of a TorchScript archive's constants.pkl, named c<k> as code/ refers to it (CONSTANTS.c0).
+struct TsConstant {
+  std::string name;
+  bool is_tensor = false;
+  std::string dtype;                  // tensors: dtype ("?" when unknown), shape and numel
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  nlohmann::ordered_json value;       // anything else: its plain value
+};
+
+struct TsConstants {
+  uint64_t count = 0, tensors = 0, elements = 0, bytes = 0;
+  std::vector<TsConstant> items;
+};
+
+// A compiled method of the root module, and how forward relates to it.
+struct TsMethodInfo {
+  std::string name;
+  bool reachable_from_forward = false;
+  bool entry_point = false;           // no other method calls it (@torch.jit.export and the like)
+  std::vector<std::string> calls;     // methods of the root it calls
+};
+
+struct TsExtraFile {
+  std::string name;                   // without extra/
+  uint64_t bytes = 0;
+};
+
+struct TorchScriptInfo {
+  std::optional<TsConstants> constants;  // when the archive has constants.pkl
+  bool frozen = false;                   // torch.jit.freeze: tensor constants and no parameters (listed with constants)
+  std::vector<TsExtraFile> extra_files;
+  bool mobile = false;                   // bytecode.pkl: a lite-interpreter archive
+  std::vector<TsMethodInfo> methods;     // summary's JSON `methods`
+};
+
+struct ShardInfo {
+  std::string file;
+  Format format = Format::None;
+  uint64_t tensors = 0, bytes = 0;
+};
+
+struct ShardedInfo {
+  std::optional<nlohmann::ordered_json> index_metadata;  // the index's own `metadata`, as saved
+  std::vector<ShardInfo> shards;                         // in file-name order
+};
+
+struct DcpInfo {
+  std::vector<std::string> bytes_entries;                // BytesStorageMetadata entries
+  std::vector<std::pair<std::string, uint64_t>> files;   // every file of the directory and its size, by name
+};
+
 struct Checkpoint {
   std::shared_ptr<MappedFile> file;
   std::string path;
   uint64_t file_size = 0;
-  std::string format;                 // torch-zip | torch-legacy | pickle | lightning | torchscript
-  std::string container;              // zip | legacy | pickle
+  Format format = Format::None;
+  Container container = Container::None;
   std::string prefix;                 // zip folder prefix ("archive")
   std::string model_key;              // where the model came from inside the object ("state_dict", "" = root)
-  std::string content;                // state_dict | module | lightning | object
+  Content content = Content::None;
   int pickle_protocol = 0;
   std::vector<std::pair<std::string, std::string>> records;  // version, byteorder, ...
   std::vector<Tensor> tensors;
   std::vector<Storage> storages;
   std::vector<Module> modules;        // known module tree (whole pickled modules); empty = derive from keys
   bool split_inferred = true;         // parameter/buffer split guessed from names
-  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
-  nlohmann::ordered_json methods = nlohmann::ordered_json::array();  // TorchScript: compiled methods of the root
+  TrainingInfo training;              // content lightning / checkpoint: everything beside the model
+  TorchScriptInfo torchscript;        // format torchscript
+  std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;  // the header's __metadata__
+  ShardedInfo sharded;                // format sharded
+  DcpInfo dcp;                        // format dcp
   std::vector<Finding> findings;
   std::vector<GlobalRef> globals;     // every global the pickles named
   std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
@@ -128,8 +232,25 @@ struct Checkpoint {
   std::vector<std::shared_ptr<void>> keep_alive;  // shards' files and heaps
 };
 
+// The names output uses (JSON, text, messages); None is "".
 const char* to_string(TensorState s);
 const char* to_string(TensorKind k);
 const char* to_string(Severity s);
+const char* to_string(Format f);
+const char* to_string(Container c);
+const char* to_string(Content c);
+const char* to_string(Layout l);  // Other: "other" (Tensor::layout_text gives the saved name)
+// The layout a name denotes: every to_string name maps back, anything else is Other.
+Layout layout_from_name(std::string_view name);
+
+// Summary JSON's `container`: to_string(ck.container), except that a sharded checkpoint names its
+// shards' format (the last shard's; "" for none).
+std::string container_text(const Checkpoint& ck);
+// Summary JSON's `metadata` object and (TorchScript) `methods` array.
+nlohmann::ordered_json metadata_json(const Checkpoint& ck);
+nlohmann::ordered_json methods_json(const TorchScriptInfo& ts);
+// One Lightning / training entry as the JSON shows it.
+nlohmann::ordered_json state_json(const TrainingInfo::State& s);
+nlohmann::ordered_json data_json(const TrainingInfo::Data& d);
 
 }  // namespace ckpt

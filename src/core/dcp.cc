@@ -34,15 +34,14 @@ std::vector<int64_t> ints(const Value* v) {
 
 }  // namespace
 
-Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
-  const fs::path root(dir);
+void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
+  const fs::path root(in.path);
   auto meta = MappedFile::open((root / ".metadata").string());
-  Checkpoint ck;
   ck.file = meta;
-  ck.path = dir;
-  ck.format = "dcp";
-  ck.container = "dcp";
-  ck.content = "state_dict";
+  ck.path = in.path;
+  ck.format = Format::Dcp;
+  ck.container = Container::Dcp;
+  ck.content = Content::StateDict;
   ck.heap = std::make_shared<Heap>();
   const ByteView v = meta->view().as_member(".metadata");
   Unpickled u = unpickle(v, 0, *ck.heap, limits);
@@ -62,7 +61,6 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
   // Regions by (fqn, chunk offsets); each .distcp file mapped once (no byte read until a load asks).
   std::map<std::pair<std::string, std::vector<int64_t>>, Chunk> regions;
   std::map<std::string, const MappedFile*> mapped;
-  nlohmann::ordered_json bytes_entries = nlohmann::ordered_json::array();
   if (const Value* sd = field(u.root, "storage_data"); sd && sd->kind == PKind::Dict) {
     for (size_t k = 0; k + 1 < sd->items.size(); k += 2) {
       const Value* idx = sd->items[k];
@@ -102,7 +100,7 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
     const Value* m = md->items[k + 1];
     const std::string cls = m->qualified();
     if (cls.size() >= 20 && cls.compare(cls.size() - 20, 20, "BytesStorageMetadata") == 0) {
-      bytes_entries.push_back(fqn);
+      ck.dcp.bytes_entries.push_back(fqn);
       continue;
     }
     const Value* props = field(m, "properties");
@@ -159,11 +157,7 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
     ck.tensors.push_back(std::move(t));
   }
   infer_kinds(ck.tensors);
-  ck.metadata["bytes_entries"] = std::move(bytes_entries);
-  nlohmann::ordered_json files = nlohmann::ordered_json::object();
-  for (const auto& [name, size] : sizes) files[name] = size;
-  ck.metadata["files"] = std::move(files);
-  return ck;
+  ck.dcp.files.assign(sizes.begin(), sizes.end());
 }
 
 }  // namespace ckpt

@@ -13,10 +13,12 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/reader.h"
 
 namespace ckpt {
 
 bool is_dcp_dir(const std::string& path);
-Checkpoint read_dcp(const std::string& dir, const Limits& limits);
+// `in.path` is the directory.
+void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits);
 
 }  // namespace ckpt

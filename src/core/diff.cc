@@ -48,7 +48,7 @@ bool numeric(const DType* d) {
 
 // Where a tensor's storage bytes are in its file (nullptr when it has none: meta, lazy, missing).
 const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
-  if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != "strided") return nullptr;
+  if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != Layout::Strided) return nullptr;
   const Storage* s = index.find(t.storage);
   if (!s || !s->present) return nullptr;
   return index.bytes(*s).data();

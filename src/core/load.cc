@@ -65,7 +65,7 @@ ByteView StorageIndex::assemble(const Storage& s) const {
       auto fail = [&](const std::string& why) { throw InputError(c.file->path(), "", c.offset, fmt::format("DCP chunk of '{}': {}", s.key, why)); };
       if (part.tensors.size() != 1) fail(fmt::format("the region holds {} tensors, not one", part.tensors.size()));
       const Tensor& pt = part.tensors.front();
-      if (pt.dtype != s.dtype || pt.shape != c.sizes || pt.layout != "strided" || pt.state != TensorState::Materialized)
+      if (pt.dtype != s.dtype || pt.shape != c.sizes || pt.layout != Layout::Strided || pt.state != TensorState::Materialized)
         fail(fmt::format("the region holds {} {}, the metadata says {} {}", pt.dtype ? pt.dtype->name : "?",
                          shape_text(pt.shape), s.dtype->name, shape_text(c.sizes)));
       StorageIndex sub(part, limits_);
@@ -102,8 +102,8 @@ ByteView StorageIndex::assemble(const Storage& s) const {
 }
 
 bool loadable_layout(const Tensor& t) {
-  if (t.layout == "strided") return true;
-  return t.layout == "quantized" && t.qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
+  if (t.layout == Layout::Strided) return true;
+  return t.layout == Layout::Quantized && t.qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
 }
 
 bool is_contiguous(const Tensor& t) {
@@ -321,6 +321,15 @@ KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<co
 
 // ---- report ----
 
+const char* to_string(LoadState s) {
+  switch (s) {
+    case LoadState::Loaded: return "loaded";
+    case LoadState::Meta: return "meta";
+    case LoadState::Skipped: return "skipped";
+  }
+  return "?";
+}
+
 bool LoadReport::incomplete() const { return skipped > 0 || (match && !match->ok()); }
 
 namespace {
@@ -386,10 +395,10 @@ std::string load_json_text(const LoadReport& r) {
     x["name"] = t.name;
     x["dtype"] = t.dtype;
     x["shape"] = shape_json(t.shape);
-    x["state"] = t.state;
+    x["state"] = to_string(t.state);
     if (!t.reason.empty()) x["reason"] = t.reason;
     x["zero_copy"] = t.zero_copy;
-    if (r.checked_values() && t.state == "loaded") {
+    if (r.checked_values() && t.state == LoadState::Loaded) {
       x["nan"] = t.stats.nan;
       x["inf"] = t.stats.inf;
     }
@@ -417,26 +426,26 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   // the table: only tensors worth a look (skipped, meta, non-finite values), Lightning-style columns
   std::vector<const LoadedTensor*> shown;
   for (const LoadedTensor& t : r.rows)
-    if (all_rows || t.state != "loaded" || t.stats.nan || t.stats.inf) shown.push_back(&t);
+    if (all_rows || t.state != LoadState::Loaded || t.stats.nan || t.stats.inf) shown.push_back(&t);
   if (!shown.empty()) {
     size_t wn = 4, wd = 5, ws = 5, wst = 5;
     for (const LoadedTensor* t : shown) {
       wn = std::max(wn, t->name.size());
       wd = std::max(wd, t->dtype.size());
       ws = std::max(ws, shape_text(t->shape).size());
-      wst = std::max(wst, t->state.size());
+      wst = std::max(wst, std::strlen(to_string(t->state)));
     }
     const std::string head = fmt::format("   | {:<{}} | {:<{}} | {:<{}} | {:<{}} | {:>6} | {:>6} | {}", "Name", wn, "Dtype", wd,
                                          "Shape", ws, "State", wst, "NaN", "Inf", "Note");
     out += "\n" + head + "\n" + std::string(head.size(), '-') + "\n";
     size_t k = 0;
     for (const LoadedTensor* t : shown) {
-      const bool bad = t->state == "skipped" || t->stats.nan || t->stats.inf;
+      const bool bad = t->state == LoadState::Skipped || t->stats.nan || t->stats.inf;
       const char* on = bad ? severity_color(Severity::Warning, color) : "";
       out += fmt::format("{:<3}| {:<{}} | {:<{}} | {:<{}} | {}{:<{}}{} | {:>6} | {:>6} | {}\n", k++, t->name, wn, t->dtype, wd,
-                         shape_text(t->shape), ws, on, t->state, wst, bad ? color_reset(color) : "",
-                         t->state == "loaded" && r.checked_values() ? std::to_string(t->stats.nan) : "-",
-                         t->state == "loaded" && r.checked_values() ? std::to_string(t->stats.inf) : "-", t->reason);
+                         shape_text(t->shape), ws, on, to_string(t->state), wst, bad ? color_reset(color) : "",
+                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.nan) : "-",
+                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.inf) : "-", t->reason);
     }
     out += std::string(head.size(), '-') + "\n";
   }

@@ -121,11 +121,15 @@ KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<co
                     const std::string& strip, const std::string& add);
 
 // ---- the report (schema ckpt.load/1) ----
+// Loaded: on the device; Meta: a meta tensor in the file, left on meta; Skipped: not materialized.
+enum class LoadState : uint8_t { Loaded, Meta, Skipped };
+const char* to_string(LoadState s);
+
 struct LoadedTensor {
   std::string name;                      // after renaming
   std::string dtype;                     // as loaded (after --dtype)
   std::vector<int64_t> shape;
-  std::string state;                     // loaded | meta | skipped
+  LoadState state = LoadState::Skipped;
   std::string reason;                    // why skipped / left on meta
   bool zero_copy = false;                // CPU: a view of the mapped file
   ValueStats stats;

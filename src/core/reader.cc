@@ -1,3 +1,5 @@
+// The format table (detection order) and the torch.save readers: zip, legacy stream, bare pickle.
+// safetensors, sharded and DCP have files of their own.
 #include "core/reader.h"
 
 #include <fmt/format.h>
@@ -23,7 +25,8 @@ std::string trimmed(std::string_view s) {
 
 // ---------------------------------------------------------------------------------------------------
 // torch.save zip (1.6+): <prefix>/data.pkl, <prefix>/data/<key>, <prefix>/version, [byteorder, ...]
-void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
+void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
+  const ByteView file = in.file->view();
   ZipReader zip(file, lim);
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
   const std::string first(zip.entries().front().name);
@@ -40,8 +43,8 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
   const ZipEntry* pkl_entry = zip.find(pre + "data.pkl");
   if (!pkl_entry) file.fail(0, fmt::format("zip archive has no {}data.pkl: not a torch.save or TorchScript file", pre));
   const bool torchscript = has("constants.pkl");
-  ck.container = "zip";
-  ck.format = torchscript ? "torchscript" : "torch-zip";
+  ck.container = Container::Zip;
+  ck.format = torchscript ? Format::TorchScript : Format::TorchZip;
 
   for (const ZipEntry& e : zip.entries()) {
     std::string_view rel(e.name);
@@ -67,7 +70,7 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
 
   TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));
   interp.interpret(u.root);
-  if (ck.format == "torch-zip" && ck.content == "lightning") ck.format = "lightning";
+  if (ck.format == Format::TorchZip && ck.content == Content::Lightning) ck.format = Format::Lightning;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -75,8 +78,8 @@ void read_torch_zip(Checkpoint& ck, const ByteView& file, const Limits& lim) {
 //   pickle(magic 0x1950a86a20f9469cfc6c) pickle(protocol 1001) pickle(sys_info) pickle(object)
 //   pickle([storage keys]) then per key: int64 LE element count, raw bytes
 void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpickled first) {
-  ck.container = "legacy";
-  ck.format = "torch-legacy";
+  ck.container = Container::Legacy;
+  ck.format = Format::TorchLegacy;
   ck.heap = ck.heap ? ck.heap : std::make_shared<Heap>();
   Unpickled proto = unpickle(file, first.end, *ck.heap, lim);
   if (!proto.root->is_int() || proto.root->i != 1001)
@@ -121,17 +124,18 @@ void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpick
 }
 
 // A bare pickle: Lightning / other objects saved with pickle.dump, or torch.save's stream.
-void read_pickle(Checkpoint& ck, const ByteView& file, const Limits& lim) {
+void read_pickle(Checkpoint& ck, const Input& in, const Limits& lim) {
+  const ByteView file = in.file->view();
   ck.heap = std::make_shared<Heap>();
   Unpickled u = unpickle(file, 0, *ck.heap, lim);
   if (is_legacy_magic(u.root)) return read_legacy(ck, file, lim, std::move(u));
-  ck.container = "pickle";
-  ck.format = "pickle";
+  ck.container = Container::Pickle;
+  ck.format = Format::Pickle;
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
   TorchInterpreter interp(ck, file, lim, [](Storage&, const Value*) {});  // a bare pickle holds no storage bytes
   interp.interpret(u.root);
-  if (ck.content == "lightning") ck.format = "lightning";
+  if (ck.content == Content::Lightning) ck.format = Format::Lightning;
 }
 
 bool looks_like_pickle(const ByteView& f) {
@@ -142,57 +146,70 @@ bool looks_like_pickle(const ByteView& f) {
   return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S';
 }
 
+// A directory that is not DCP: the sharded checkpoint whose index is in it.
+void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
+  const std::string index = find_index(in.path);
+  if (index.empty()) throw InputError(in.path, "is a directory with no *.index.json (sharded checkpoint) in it");
+  read_sharded(ck, Input{index, nullptr}, lim);
+}
+
+// Any other path: its bytes decide, through the rest of the table.
+void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_checkpoint(MappedFile::open(in.path), lim); }
+
+[[noreturn]] void read_empty(Checkpoint&, const Input& in, const Limits&) { throw InputError(in.path, "file is empty"); }
+
+[[noreturn]] void read_tar(Checkpoint&, const Input& in, const Limits&) {
+  throw UnsupportedError(in.path, "tar checkpoint from torch <= 0.1.9: not supported; re-save it with torch.save");
+}
+
+struct Reader {
+  const char* name;
+  bool (*sniff)(const Input&);
+  void (*read)(Checkpoint&, const Input&, const Limits&);
+};
+
+// The detection order. Path entries first (an input that is only a path); a path that none of them
+// takes is mapped, and a mapped file is told apart by its first bytes.
+constexpr Reader kReaders[] = {
+    {"sharded index", [](const Input& in) { return !in.file && is_index_path(in.path); }, read_sharded},
+    {"dcp", [](const Input& in) { return !in.file && is_dcp_dir(in.path); }, read_dcp},
+    {"sharded directory",
+     [](const Input& in) {
+       std::error_code ec;
+       return !in.file && std::filesystem::is_directory(in.path, ec);
+     },
+     read_sharded_dir},
+    {"file", [](const Input& in) { return !in.file; }, read_file},
+    {"empty", [](const Input& in) { return in.file->size() == 0; }, read_empty},
+    {"torch.save zip", [](const Input& in) { return looks_like_zip(in.file->view()); }, read_torch_zip},
+    {"tar", [](const Input& in) { return in.file->size() > 262 && in.file->view().str(257, 5) == "ustar"; }, read_tar},
+    {"safetensors", [](const Input& in) { return looks_like_safetensors(in.file->view()); }, read_safetensors},
+    // Legacy torch.save streams too: their first pickle is the magic number.
+    {"pickle", [](const Input& in) { return looks_like_pickle(in.file->view()); }, read_pickle},
+};
+
+Checkpoint read_input(const Input& in, const Limits& limits) {
+  for (const Reader& r : kReaders) {
+    if (!r.sniff(in)) continue;
+    Checkpoint ck;
+    if (in.file) {
+      ck.file = in.file;
+      ck.path = in.path;
+      ck.file_size = in.file->size();
+    }
+    r.read(ck, in, limits);
+    return ck;
+  }
+  throw InputError(in.path, "", 0, fmt::format("not a PyTorch checkpoint (first byte 0x{:02x} starts no known format)", in.file->view().u8(0)));
+}
+
 }  // namespace
 
 Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits) {
-  Checkpoint ck;
-  ck.file = file;
-  ck.path = file->path();
-  ck.file_size = file->size();
-  const ByteView v = file->view();
-  if (v.empty()) throw InputError(ck.path, "file is empty");
-  if (looks_like_zip(v)) {
-    read_torch_zip(ck, v, limits);
-  } else if (v.size() > 262 && v.str(257, 5) == "ustar") {
-    throw UnsupportedError(ck.path, "tar checkpoint from torch <= 0.1.9: not supported; re-save it with torch.save");
-  } else if (looks_like_safetensors(v)) {
-    read_safetensors(ck, v, limits);
-  } else if (looks_like_pickle(v)) {
-    read_pickle(ck, v, limits);
-  } else {
-    throw InputError(ck.path, "", 0, fmt::format("not a PyTorch checkpoint (first byte 0x{:02x} starts no known format)", v.u8(0)));
-  }
-  return ck;
+  std::string path = file->path();
+  return read_input(Input{std::move(path), std::move(file)}, limits);
 }
 
-Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
-  if (is_index_path(path)) return read_sharded(path, limits);
-  std::error_code ec;
-  if (is_dcp_dir(path)) return read_dcp(path, limits);
-  if (std::filesystem::is_directory(path, ec)) {
-    const std::string index = find_index(path);
-    if (index.empty()) throw InputError(path, "is a directory with no *.index.json (sharded checkpoint) in it");
-    return read_sharded(index, limits);
-  }
-  return read_checkpoint(MappedFile::open(path), limits);
-}
-
-const char* to_string(TensorState s) {
-  switch (s) {
-    case TensorState::Materialized: return "materialized";
-    case TensorState::Uninitialized: return "uninitialized";
-    case TensorState::Meta: return "meta";
-  }
-  return "?";
-}
-const char* to_string(TensorKind k) { return k == TensorKind::Parameter ? "parameter" : "buffer"; }
-const char* to_string(Severity s) {
-  switch (s) {
-    case Severity::Info: return "info";
-    case Severity::Warning: return "warning";
-    case Severity::Error: return "error";
-  }
-  return "?";
-}
+Checkpoint read_checkpoint(const std::string& path, const Limits& limits) { return read_input(Input{path, nullptr}, limits); }
 
 }  // namespace ckpt

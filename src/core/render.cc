@@ -46,14 +46,18 @@ std::string human_bytes(uint64_t n) {
 namespace {
 
 const char* format_title(const Checkpoint& ck) {
-  if (ck.format == "torch-zip") return "torch.save zip";
-  if (ck.format == "torch-legacy") return "torch.save legacy stream (pre-1.6)";
-  if (ck.format == "lightning") return ck.container == "zip" ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
-  if (ck.format == "torchscript") return "TorchScript archive";
-  if (ck.format == "pickle") return "pickle";
-  if (ck.format == "safetensors") return "safetensors";
-  if (ck.format == "dcp") return "torch.distributed.checkpoint directory";
-  if (ck.format == "sharded") return "sharded checkpoint (index + shards)";
+  switch (ck.format) {
+    case Format::TorchZip: return "torch.save zip";
+    case Format::TorchLegacy: return "torch.save legacy stream (pre-1.6)";
+    case Format::Lightning:
+      return ck.container == Container::Zip ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
+    case Format::TorchScript: return "TorchScript archive";
+    case Format::Pickle: return "pickle";
+    case Format::Safetensors: return "safetensors";
+    case Format::Dcp: return "torch.distributed.checkpoint directory";
+    case Format::Sharded: return "sharded checkpoint (index + shards)";
+    case Format::None: break;
+  }
   return "unknown";
 }
 
@@ -138,58 +142,62 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
-  std::string content = ck.content == "state_dict"                              ? "state dict"
-                        : ck.content == "module" && ck.format == "torchscript" ? "scripted module"
-                        : ck.content == "module"                               ? "pickled nn.Module"
-                                                                               : ck.content;
+  std::string content = ck.content == Content::StateDict                                     ? "state dict"
+                        : ck.content == Content::Module && ck.format == Format::TorchScript ? "scripted module"
+                        : ck.content == Content::Module                                     ? "pickled nn.Module"
+                                                                                            : to_string(ck.content);
   if (!ck.model_key.empty()) content += fmt::format(" (model under '{}')", ck.model_key);
   size_t storages = 0;
   for (const Storage& st : ck.storages) storages += st.in_model;
   content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
   line("Content", content);
-  if (ck.metadata.contains("shards")) {
+  if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
-    for (const auto& x : ck.metadata["shards"])
-      sh.push_back(fmt::format("{} ({} tensors)", x["file"].get<std::string>(), x["tensors"].get<uint64_t>()));
+    for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({} tensors)", x.file, x.tensors));
     line("Shards", join(sh, ", "));
   }
-  if (ck.metadata.contains("__metadata__") && ck.metadata["__metadata__"].is_object() && !ck.metadata["__metadata__"].empty())
-    line("Metadata", json_text(ck.metadata["__metadata__"], -1));
-  if (ck.format == "torchscript") {
+  if (ck.safetensors_metadata && !ck.safetensors_metadata->empty())
+    line("Metadata", json_text(metadata_json(ck)["__metadata__"], -1));
+  if (ck.format == Format::TorchScript) {
+    const TorchScriptInfo& ts = ck.torchscript;
     std::vector<std::string> ms;
-    for (const auto& m : ck.methods) {
-      std::string n = m["name"].get<std::string>();
-      if (m["entry_point"].get<bool>()) n += " (entry point)";
-      else if (!m["reachable_from_forward"].get<bool>()) n += " (not reached from forward)";
+    for (const TsMethodInfo& m : ts.methods) {
+      std::string n = m.name;
+      if (m.entry_point) n += " (entry point)";
+      else if (!m.reachable_from_forward) n += " (not reached from forward)";
       ms.push_back(n);
     }
     if (!ms.empty()) line("Methods", join(ms, ", "));
-    const auto& md = ck.metadata;
     std::vector<std::string> extra;
-    if (md.value("mobile", false)) extra.push_back("mobile (lite interpreter) bytecode.pkl");
-    if (md.contains("constants") && md["constants"]["count"].get<uint64_t>() > 0)
-      extra.push_back(fmt::format("constants.pkl {} ({} tensors, {})", md["constants"]["count"].get<uint64_t>(),
-                                  md["constants"]["tensors"].get<uint64_t>(), human_bytes(md["constants"]["bytes"].get<uint64_t>())));
-    if (md.contains("extra_files"))
-      for (const auto& f : md["extra_files"]) extra.push_back(fmt::format("extra/{} ({})", f["name"].get<std::string>(), human_bytes(f["bytes"].get<uint64_t>())));
+    if (ts.mobile) extra.push_back("mobile (lite interpreter) bytecode.pkl");
+    if (ts.constants && ts.constants->count > 0)
+      extra.push_back(fmt::format("constants.pkl {} ({} tensors, {})", ts.constants->count, ts.constants->tensors,
+                                  human_bytes(ts.constants->bytes)));
+    for (const TsExtraFile& f : ts.extra_files) extra.push_back(fmt::format("extra/{} ({})", f.name, human_bytes(f.bytes)));
     if (!extra.empty()) line("Archive", join(extra, ", "));
   }
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
-  if (ck.content == "lightning" || ck.content == "checkpoint") {
-    const auto& md = ck.metadata;
+  if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) {
+    const TrainingInfo& tr = ck.training;
     std::vector<std::string> m;
     for (const char* k : {"pytorch-lightning_version", "epoch", "global_step"})
-      if (md.contains(k)) m.push_back(fmt::format("{} {}", k, md[k].is_string() ? md[k].get<std::string>() : json_text(md[k], -1)));
+      if (const TrainingInfo::Data* d = tr.entry(k)) {
+        const nlohmann::ordered_json v = data_json(*d);
+        m.push_back(fmt::format("{} {}", k, v.is_string() ? v.get<std::string>() : json_text(v, -1)));
+      }
     for (const char* k : {"optimizer_states", "lr_schedulers", "optimizer", "scheduler"})
-      if (md.contains(k) && md[k].is_object() && md[k].contains("count"))
-        m.push_back(fmt::format("{} {} ({} tensors, {})", k, md[k]["count"].get<uint64_t>(), md[k]["tensors"].get<uint64_t>(),
-                                human_bytes(md[k]["bytes"].get<uint64_t>())));
-    if (md.contains("callbacks")) m.push_back(fmt::format("callbacks {}", md["callbacks"].size()));
+      if (const TrainingInfo::State* st = tr.state(k))
+        m.push_back(fmt::format("{} {} ({} tensors, {})", k, st->count, st->held.tensors, human_bytes(st->held.bytes)));
+    // A `callbacks` that is no dict is plain data: counted as its JSON value's size, as before.
+    if (tr.callbacks) m.push_back(fmt::format("callbacks {}", tr.callbacks->size()));
+    else if (const TrainingInfo::Data* d = tr.entry("callbacks")) m.push_back(fmt::format("callbacks {}", data_json(*d).size()));
     if (!m.empty()) line("Training", join(m, ", "));
-    if (md.contains("hyper_parameters") && md["hyper_parameters"].is_object()) {
+    const TrainingInfo::Data* hparams = tr.entry("hyper_parameters");
+    const nlohmann::ordered_json hv = hparams ? data_json(*hparams) : nlohmann::ordered_json();
+    if (hv.is_object()) {
       std::vector<std::string> hp;
-      for (auto it = md["hyper_parameters"].begin(); it != md["hyper_parameters"].end(); ++it)
+      for (auto it = hv.begin(); it != hv.end(); ++it)
         hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : json_text(*it, -1)));
       std::string h = join(hp, ", ");
       if (h.size() > 200) h = h.substr(0, 197) + "...";
@@ -395,18 +403,18 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["schema"] = kSummarySchema;
   j["file"] = ck.path;
   j["file_size"] = ck.file_size;
-  j["format"] = ck.format;
-  j["container"] = ck.container;
+  j["format"] = to_string(ck.format);
+  j["container"] = container_text(ck);
   j["prefix"] = ck.prefix;
-  j["content"] = ck.content;
+  j["content"] = to_string(ck.content);
   j["model_key"] = ck.model_key;
   j["pickle_protocol"] = ck.pickle_protocol;
   J rec = J::object();
   for (const auto& [k, v] : ck.records) rec[k] = v;
   j["records"] = rec;
   j["split_inferred"] = ck.split_inferred && !ck.tensors.empty();
-  j["metadata"] = ck.metadata;
-  if (ck.format == "torchscript") j["methods"] = ck.methods;
+  j["metadata"] = metadata_json(ck);
+  if (ck.format == Format::TorchScript) j["methods"] = methods_json(ck.torchscript);
   j["totals"] = J{{"tensors", T.tensors},
                   {"elements", T.elements},
                   {"unique_elements", T.unique_elements},
@@ -496,7 +504,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
 
   put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {
     const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;
-    const bool strided = t.layout == "strided" || t.layout == "quantized";
+    const bool strided = t.layout == Layout::Strided || t.layout == Layout::Quantized;
     out += "\"name\": ";
     put_string(out, t.name);
     out += ", \"dtype\": ";
@@ -515,7 +523,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     if (lazy || !strided) out += ", \"offset\": null";
     else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
     out += ", \"layout\": ";
-    put_string(out, t.layout);
+    put_string(out, t.layout_text());
     if (!t.qscheme.empty()) { out += ", \"qscheme\": "; put_string(out, t.qscheme); }
     if (!t.subclass.empty()) { out += ", \"subclass\": "; put_string(out, t.subclass); }
     if (!t.shard.empty()) { out += ", \"shard\": "; put_string(out, t.shard); }
@@ -603,8 +611,8 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
   using J = nlohmann::ordered_json;
   J j;
   j["schema"] = kDiffSchema;
-  j["a"] = {{"file", a_path}, {"format", a.format}, {"tensors", a.tensors.size()}};
-  j["b"] = {{"file", b_path}, {"format", b.format}, {"tensors", b.tensors.size()}};
+  j["a"] = {{"file", a_path}, {"format", to_string(a.format)}, {"tensors", a.tensors.size()}};
+  j["b"] = {{"file", b_path}, {"format", to_string(b.format)}, {"tensors", b.tensors.size()}};
   j["values_compared"] = o.values;
   j["atol"] = o.atol;
   j["rtol"] = o.rtol;

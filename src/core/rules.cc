@@ -108,7 +108,7 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                    fmt::format("{} keys are FSDP flat parameters or wrapped names ({}): this is a sharded / flattened state dict",
                                fsdp.size(), names(fsdp)),
                    "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", first(fsdp)});
-  if (ck.content == "lightning") {
+  if (ck.content == Content::Lightning) {
     const std::string& k0 = ck.tensors.front().name;
     const std::string head = k0.substr(0, k0.find('.'));
     const bool shared = head != k0 && std::all_of(ck.tensors.begin(), ck.tensors.end(), [&](const Tensor& t) {
@@ -192,8 +192,8 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   for (const CodeRule& r : rules) emit(r.id, r.sev, r.what, r.fix);
 
   std::vector<std::string> entries;
-  for (const auto& m : ck.methods)
-    if (m.value("entry_point", false)) entries.push_back(m["name"].get<std::string>());
+  for (const TsMethodInfo& m : ck.torchscript.methods)
+    if (m.entry_point) entries.push_back(m.name);
   if (!entries.empty())
     out.push_back({"extra-entry-methods", Severity::Warning,
                    fmt::format("the root module exports {} method(s) besides forward that forward does not call: {}. Wrappers "
@@ -205,7 +205,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
 
 // The reader's and summary's findings plus the model rules, for a checkpoint that was read.
 void model_checks(const Checkpoint& ck, CheckResult& r) {
-  r.format = ck.format;
+  r.format = to_string(ck.format);
   r.findings = summarize(ck).findings;
   auto m = model_findings(ck);
   r.findings.insert(r.findings.end(), m.begin(), m.end());
@@ -236,7 +236,7 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   try {
     const Checkpoint ck = read_checkpoint(path, limits);
     model_checks(ck, r);
-    if (ck.format == "dcp") {  // the .metadata pickle (the regions are torch.save zips of single tensors)
+    if (ck.format == Format::Dcp) {  // the .metadata pickle (the regions are torch.save zips of single tensors)
       for (Finding f : security_findings(*MappedFile::open((std::filesystem::path(path) / ".metadata").string()), limits)) {
         for (auto& w : f.where) w = ".metadata:" + w;
         r.findings.push_back(std::move(f));
@@ -245,8 +245,8 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
     }
     // The security scan of every shard; its locations name the shard.
     const std::filesystem::path dir = std::filesystem::path(is_index_path(path) ? path : find_index(path)).parent_path();
-    for (const auto& s : ck.metadata.at("shards")) {
-      const std::string shard = s["file"].get<std::string>();
+    for (const ShardInfo& s : ck.sharded.shards) {
+      const std::string& shard = s.file;
       for (Finding f : security_findings(*MappedFile::open((dir / shard).string()), limits)) {
         for (auto& w : f.where) w = shard + ":" + w;
         r.findings.push_back(std::move(f));

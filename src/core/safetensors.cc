@@ -38,10 +38,11 @@ bool looks_like_safetensors(const ByteView& f) {
   return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
 }
 
-void read_safetensors(Checkpoint& ck, const ByteView& f, const Limits& limits) {
-  ck.format = "safetensors";
-  ck.container = "safetensors";
-  ck.content = "state_dict";
+void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
+  const ByteView f = in.file->view();
+  ck.format = Format::Safetensors;
+  ck.container = Container::Safetensors;
+  ck.content = Content::StateDict;
   const uint64_t n = f.le<uint64_t>(0);
   if (n > kMaxHeader || n > limits.string_bytes)
     f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n, std::min(kMaxHeader, limits.string_bytes)));
@@ -77,7 +78,8 @@ void read_safetensors(Checkpoint& ck, const ByteView& f, const Limits& limits) {
       if (!v.is_object()) header.fail(0, "__metadata__ is not an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m)
         if (!m->is_string()) header.fail(0, fmt::format("__metadata__ value '{}' is not a string", m.key()));
-      ck.metadata["__metadata__"] = v;
+      auto& md = ck.safetensors_metadata.emplace();
+      for (auto m = v.begin(); m != v.end(); ++m) md.emplace_back(m.key(), m->get<std::string>());
       continue;
     }
     if (entries.size() >= limits.tensors) header.fail(0, fmt::format("more than {} tensors", limits.tensors));

@@ -9,10 +9,11 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/reader.h"
 
 namespace ckpt {
 
 bool looks_like_safetensors(const ByteView& file);
-void read_safetensors(Checkpoint& ck, const ByteView& file, const Limits& limits);
+void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits);
 
 }  // namespace ckpt

@@ -29,7 +29,8 @@ std::string find_index(const std::string& dir) {
   return found.empty() ? std::string() : found.front();
 }
 
-Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
+void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
+  const std::string& index_path = in.path;
   auto file = MappedFile::open(index_path);
   const ByteView v = file->view();
   if (v.size() > limits.string_bytes) v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
@@ -43,11 +44,11 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
     v.fail(0, "index has no weight_map object");
 
-  Checkpoint ck;
   ck.file = file;
   ck.path = index_path;
-  ck.format = "sharded";
-  ck.content = "state_dict";
+  ck.format = Format::Sharded;
+  ck.container = Container::Shards;
+  ck.content = Content::StateDict;
   ck.file_size = file->size();
   std::map<std::string, std::string> where;  // tensor -> shard
   std::vector<std::string> shards;           // sorted by file name
@@ -60,16 +61,14 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
   }
   std::sort(shards.begin(), shards.end());
-  if (j.contains("metadata")) ck.metadata["index_metadata"] = j["metadata"];
+  if (j.contains("metadata")) ck.sharded.index_metadata = j["metadata"];
 
   const fs::path dir = fs::path(index_path).parent_path();
-  nlohmann::ordered_json shard_info = nlohmann::ordered_json::array();
   std::set<std::string> held;
   for (const std::string& shard : shards) {
     const fs::path p = dir / shard;
     if (!fs::is_regular_file(p)) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
     Checkpoint part = read_checkpoint(p.string(), limits);
-    ck.container = part.format;
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {
@@ -91,15 +90,13 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
     }
     for (Finding& f : part.findings) ck.findings.push_back(std::move(f));
     for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
-    shard_info.push_back({{"file", shard}, {"format", part.format}, {"tensors", part.tensors.size()}, {"bytes", bytes}});
+    ck.sharded.shards.push_back(ShardInfo{shard, part.format, part.tensors.size(), bytes});
     ck.keep_alive.push_back(part.file);
     if (part.heap) ck.keep_alive.push_back(part.heap);
     for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
   }
   for (const auto& [tensor, shard] : where)
     if (!held.count(tensor)) v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", tensor, shard));
-  ck.metadata["shards"] = std::move(shard_info);
-  return ck;
 }
 
 }  // namespace ckpt

@@ -9,12 +9,14 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/reader.h"
 
 namespace ckpt {
 
 // The index file inside a directory (the first *.index.json with a weight_map), or "" when none.
 std::string find_index(const std::string& dir);
 bool is_index_path(const std::string& path);
-Checkpoint read_sharded(const std::string& index_path, const Limits& limits);
+// `in.path` is the index.
+void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits);
 
 }  // namespace ckpt

@@ -15,7 +15,7 @@ namespace {
 // storage: when they are the same pickled object). Hashes and compares entries in place, by index.
 struct SameView {
   const std::vector<Tensor>* ts;
-  static bool by_storage(const Tensor& t) { return !t.storage.empty() && t.layout == "strided"; }
+  static bool by_storage(const Tensor& t) { return !t.storage.empty() && t.layout == Layout::Strided; }
   size_t operator()(size_t k) const {
     const Tensor& t = (*ts)[k];
     if (!by_storage(t)) return std::hash<const void*>()(t.identity);

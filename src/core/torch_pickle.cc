@@ -302,7 +302,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     need(5);
     shape_stride(arg(v, 2), arg(v, 3));
     with_storage(arg(v, 0), arg(v, 1), nullptr);
-    t.layout = "quantized";
+    t.layout = Layout::Quantized;
     const Value* qp = arg(v, 4);
     if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
       t.qscheme = qp->items[0]->name();
@@ -327,14 +327,15 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     if (!data || data->kind != PKind::Tuple || data->items.size() < 3)
       fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
     // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
-    t.layout = "sparse";
-    if (layout && layout->kind == PKind::Global) t.layout = layout->name();
+    std::string_view named = "sparse";
+    if (layout && layout->kind == PKind::Global) named = layout->name();
     if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
-      std::string_view l = arg(layout, 0)->s;
-      if (l.substr(0, 6) == "torch.") l.remove_prefix(6);
-      t.layout = std::string(l);
+      named = arg(layout, 0)->s;
+      if (named.substr(0, 6) == "torch.") named.remove_prefix(6);
     }
-    const bool coo = t.layout == "sparse_coo";
+    t.layout = layout_from_name(named);
+    if (t.layout == Layout::Other) t.layout_name = std::string(named);
+    const bool coo = t.layout == Layout::SparseCoo;
     // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
     const size_t nparts = coo ? 2 : 3;
     if (data->items.size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
@@ -362,7 +363,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     Tensor buf = tensor(arg(v, 0), name);
     t = buf;
     t.identity = v;
-    t.layout = "nested";
+    t.layout = Layout::Nested;
     return t;
   }
   if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_xla_tensor" || fn == "_rebuild_mlc_tensor") {
@@ -387,7 +388,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   }
   // Anything else in the family (numpy-backed device tensors, ...) is kept as a named entry.
   t.subclass = c->qualified();
-  t.layout = "opaque";
+  t.layout = Layout::Opaque;
   t.device = "";
   return t;
 }
@@ -486,13 +487,12 @@ bool dict_like(const Value* v) {
 }  // namespace
 
 void TorchInterpreter::lightning(const Value* root) {
-  using J = nlohmann::ordered_json;
   in_model_ = false;
-  J& md = ck_.metadata;
+  TrainingInfo& tr = ck_.training;
   const auto& p = root->pairs();
   // Tensors held by optimizer / scheduler states, counted apart from the model.
   auto tensor_stats = [&](const Value* v) {
-    uint64_t count = 0, bytes = 0;
+    TensorCount c;
     std::vector<std::pair<const Value*, int>> todo{{v, 0}};
     while (!todo.empty()) {
       auto [x, d] = todo.back();
@@ -501,14 +501,14 @@ void TorchInterpreter::lightning(const Value* root) {
       if (!x || d > 64) continue;
       if (is_tensor(x)) {
         Tensor t = tensor(x, "");
-        ++count;
-        bytes += t.bytes;
+        ++c.tensors;
+        c.bytes += t.bytes;
         continue;
       }
       if (x->kind == PKind::Dict || x->kind == PKind::Object) for (const Value* e : x->pairs()) todo.push_back({e, d + 1});
       if (x->kind == PKind::List || x->kind == PKind::Tuple) for (const Value* e : x->items) todo.push_back({e, d + 1});
     }
-    return std::pair<uint64_t, uint64_t>{count, bytes};
+    return c;
   };
   for (size_t k = 0; k + 1 < p.size(); k += 2) {
     if (!p[k]->is_str()) continue;
@@ -516,34 +516,43 @@ void TorchInterpreter::lightning(const Value* root) {
     const Value* val = p[k + 1];
     if (key == ck_.model_key) continue;
     if (key == "callbacks" && dict_like(val)) {
-      J names = J::array();
+      std::vector<std::string> names;
       const auto& cb = val->pairs();
-      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? cb[j]->s : std::string("?"));
-      md["callbacks"] = names;
-      auto [n, b] = tensor_stats(val);  // e.g. ModelCheckpoint's best_model_score
-      if (n > 0) md["callback_tensors"] = J{{"tensors", n}, {"bytes", b}};
+      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? std::string(cb[j]->s) : std::string("?"));
+      tr.claim(key);
+      tr.callbacks = std::move(names);
+      const TensorCount held = tensor_stats(val);  // e.g. ModelCheckpoint's best_model_score
+      if (held.tensors > 0) {
+        tr.claim("callback_tensors");
+        tr.callback_tensors = held;
+      }
     } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
                key == "scheduler" || key == "schedulers") {
-      auto [n, b] = tensor_stats(val);
-      uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->items.size() : 1;
-      md[key] = J{{"count", count}, {"tensors", n}, {"bytes", b}};
+      const TensorCount held = tensor_stats(val);
+      const uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->items.size() : 1;
+      tr.claim(key);
+      tr.states.emplace_back(key, TrainingInfo::State{count, held});
     } else if (key == "loops" && dict_like(val)) {
-      J names = J::array();
+      std::vector<std::string> names;
       const auto& lp = val->pairs();
-      for (size_t j = 0; j + 1 < lp.size(); j += 2) if (lp[j]->is_str()) names.push_back(lp[j]->s);
-      md["loops"] = names;
+      for (size_t j = 0; j + 1 < lp.size(); j += 2) if (lp[j]->is_str()) names.push_back(std::string(lp[j]->s));
+      tr.claim(key);
+      tr.loops = std::move(names);
     } else {
-      auto [n, b] = tensor_stats(val);
-      if (n > 0) md[key] = J{{"tensors", n}, {"bytes", b}};
-      else md[key] = plain(val, 0);
+      TrainingInfo::Data d;
+      const TensorCount held = tensor_stats(val);
+      if (held.tensors > 0) d.held = held;
+      else d.value = plain(val, 0);
+      tr.claim(key);
+      tr.data.emplace_back(key, std::move(d));
     }
   }
 }
 
 void TorchInterpreter::interpret(const Value* root) {
-  ck_.content = "object";
+  ck_.content = Content::Object;
   if (is_module(root)) {
-    ck_.content = "module";
+    ck_.content = Content::Module;
     ck_.split_inferred = false;
     walk_module(root, "", 0);
   } else if (dict_like(root)) {
@@ -553,12 +562,12 @@ void TorchInterpreter::interpret(const Value* root) {
     bool direct_tensors = false;
     for (size_t k = 1; k < root->pairs().size(); k += 2) direct_tensors |= is_tensor(root->pairs()[k]);
     if (is_lightning) {
-      ck_.format = "lightning";
-      ck_.content = "lightning";
+      ck_.format = Format::Lightning;
+      ck_.content = Content::Lightning;
       ck_.model_key = "state_dict";
       model = key_of(root, "state_dict");
     } else if (direct_tensors) {
-      ck_.content = "state_dict";
+      ck_.content = Content::StateDict;
       model = root;
     } else {
       for (std::string_view k : {"state_dict", "model_state_dict", "model", "module", "net", "network", "model_ema", "ema"}) {
@@ -566,7 +575,7 @@ void TorchInterpreter::interpret(const Value* root) {
         if (m && (dict_like(m) || is_module(m))) {
           model = m;
           ck_.model_key = std::string(k);
-          ck_.content = "checkpoint";
+          ck_.content = Content::Checkpoint;
           break;
         }
       }

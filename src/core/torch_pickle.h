@@ -25,7 +25,7 @@ class TorchInterpreter {
   // `pkl` is the view the pickle was read from; errors about a value name its opcode offset in it.
   TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageLocator locate);
 
-  // Fills ck.tensors / ck.modules / ck.metadata / ck.content / ck.model_key from the unpickled root.
+  // Fills ck.tensors / ck.modules / ck.training / ck.content / ck.model_key from the unpickled root.
   void interpret(const Value* root);
 
   // Parses a storage persistent id tuple ('storage', cls, key, location, numel[, view]).

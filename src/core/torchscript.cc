@@ -152,7 +152,7 @@ class TsReader {
     constants();
     methods(u.root);
     extras();
-    ck_.content = "module";
+    ck_.content = Content::Module;
     ck_.split_inferred = false;
   }
 
@@ -244,28 +244,35 @@ class TsReader {
     // Constants are not model entries; their storages still count in the file.
     TorchInterpreter interp(ck_, pkl, lim_, zip_storage_locator(zip_, pre_ + "constants/", pkl));
     interp.set_in_model(false);
-    uint64_t tensors = 0, elements = 0, bytes = 0;
-    nlohmann::ordered_json items = nlohmann::ordered_json::array();
+    TsConstants cs;
+    cs.count = u.root->items.size();
     if (u.root->kind == PKind::Tuple || u.root->kind == PKind::List) {
       for (size_t k = 0; k < u.root->items.size(); ++k) {
         const Value* c = u.root->items[k];
+        TsConstant item;
+        item.name = fmt::format("c{}", k);  // code/ refers to it as CONSTANTS.c<k>
         if (!interp.is_tensor(c)) {
-          items.push_back({{"name", fmt::format("c{}", k)}, {"value", plain_json(c, nullptr, 4, 1000)}});
+          item.value = plain_json(c, nullptr, 4, 1000);
+          cs.items.push_back(std::move(item));
           continue;
         }
-        Tensor t = interp.tensor(c, fmt::format("c{}", k));  // code/ refers to it as CONSTANTS.c<k>
-        ++tensors;
-        elements += static_cast<uint64_t>(t.numel);
-        bytes += t.bytes;
-        items.push_back({{"name", t.name}, {"dtype", t.dtype ? std::string(t.dtype->name) : "?"}, {"shape", t.shape}, {"numel", t.numel}});
+        Tensor t = interp.tensor(c, item.name);
+        ++cs.tensors;
+        cs.elements += static_cast<uint64_t>(t.numel);
+        cs.bytes += t.bytes;
+        item.is_tensor = true;
+        item.dtype = t.dtype ? std::string(t.dtype->name) : "?";
+        item.shape = t.shape;
+        item.numel = t.numel;
+        cs.items.push_back(std::move(item));
       }
     }
-    ck_.metadata["constants"] = {{"count", u.root->items.size()}, {"tensors", tensors}, {"elements", elements},
-                                 {"bytes", bytes}, {"items", std::move(items)}};
+    const uint64_t tensors = cs.tensors, elements = cs.elements, bytes = cs.bytes;
+    ck_.torchscript.constants = std::move(cs);
     uint64_t model_params = 0;
     for (const Tensor& t : ck_.tensors) model_params += t.kind == TensorKind::Parameter;
     const bool frozen = tensors > 0 && model_params == 0;
-    ck_.metadata["frozen"] = frozen;
+    ck_.torchscript.frozen = frozen;
     if (frozen)
       ck_.findings.push_back(Finding{
           "frozen-module", Severity::Info,
@@ -279,7 +286,7 @@ class TsReader {
   // (reachable from no other method: @torch.jit.export and the like).
   void methods(const Value* root) {
     const TsClass* cls = class_of(root);
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    std::vector<TsMethodInfo> out;
     if (cls) {
       std::unordered_map<std::string, const TsMethod*> by_name;
       std::unordered_set<std::string> called;
@@ -299,20 +306,18 @@ class TsReader {
       for (const TsMethod& m : cls->methods) {
         const bool reach = from_forward.count(m.name) > 0;
         const bool entry = m.name != "forward" && !reach && !called.count(m.name) && m.name.substr(0, 2) != "__";
-        out.push_back({{"name", m.name}, {"reachable_from_forward", reach}, {"entry_point", entry}, {"calls", m.self_calls}});
+        out.push_back(TsMethodInfo{m.name, reach, entry, m.self_calls});
       }
     }
-    ck_.methods = std::move(out);
+    ck_.torchscript.methods = std::move(out);
   }
 
   void extras() {
-    nlohmann::ordered_json files = nlohmann::ordered_json::array();
     const std::string extra = pre_ + "extra/";
     for (const ZipEntry& e : zip_.entries())
       if (e.name.substr(0, extra.size()) == extra)
-        files.push_back({{"name", std::string(e.name.substr(extra.size()))}, {"bytes", e.uncompressed_size}});
-    ck_.metadata["extra_files"] = std::move(files);
-    ck_.metadata["mobile"] = zip_.find(pre_ + "bytecode.pkl") != nullptr;
+        ck_.torchscript.extra_files.push_back(TsExtraFile{std::string(e.name.substr(extra.size())), e.uncompressed_size});
+    ck_.torchscript.mobile = zip_.find(pre_ + "bytecode.pkl") != nullptr;
   }
 
   Checkpoint& ck_;

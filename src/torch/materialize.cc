@@ -167,7 +167,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     row.shape = t.shape;
     ++rep.tensors;
     auto skip = [&](std::string why) {
-      row.state = "skipped";
+      row.state = LoadState::Skipped;
       row.reason = std::move(why);
       ++rep.skipped;
       rep.rows.push_back(std::move(row));
@@ -181,10 +181,10 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       skip(fmt::format("dtype {} is unknown to LibTorch {}", row.dtype, libtorch_version()));
       continue;
     }
-    const bool quantized = t.layout == "quantized";
+    const bool quantized = t.layout == Layout::Quantized;
     if (!loadable_layout(t) || t.dtype->pack != 1) {
       skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.qscheme, row.dtype)
-                     : fmt::format("{} tensors are not materialized by ckpt load", t.layout == "strided" ? row.dtype : t.layout));
+                     : fmt::format("{} tensors are not materialized by ckpt load", t.layout == Layout::Strided ? row.dtype : t.layout_text()));
       continue;
     }
     if (quantized && o.device.is_cuda()) {
@@ -198,18 +198,18 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
         x = quantized ? at::_empty_affine_quantized(t.shape, opts.device(c10::kMeta), t.q_scale, t.q_zero_point)
                       : at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
       } catch (const c10::Error&) {
-        skip(fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout, row.dtype));
+        skip(fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout_text(), row.dtype));
         continue;
       }
       if (o.dtype && x.is_floating_point()) x = x.to(*o.dtype);
       row.dtype = dtype_name(x.scalar_type());
       if (t.state == TensorState::Meta && !meta) {
-        row.state = "meta";
+        row.state = LoadState::Meta;
         row.reason = "meta tensor in the file: it has no data (load_state_dict: Cannot copy out of meta tensor)";
         ++rep.meta;
         ++rep.skipped;
       } else {
-        row.state = "loaded";
+        row.state = LoadState::Loaded;
         ++rep.loaded;
         if (unique_views.insert({t.storage.empty() ? t.name : t.storage, t.offset, t.shape, t.stride}).second)
           rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
@@ -270,7 +270,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       if (cuda) rep.device_bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
     }
     row.dtype = dtype_name(x.scalar_type());
-    row.state = "loaded";
+    row.state = LoadState::Loaded;
     ++rep.loaded;
     if (unique_views.insert({t.storage, t.offset, t.shape, t.stride}).second)
       rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
