@@ -15,6 +15,8 @@
 
 #include "core/reader.h"
 #include "core/render.h"
+#include "core/storage.h"
+#include "core/values.h"
 
 namespace ckpt::cli {
 namespace {
