@@ -10,8 +10,7 @@
 #include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/render.h"
-#include "core/rules.h"
-#include "core/security.h"
+#include "core/findings.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {

@@ -2,41 +2,15 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "cli/commands.h"
 #include "core/reader.h"
 #include "core/render.h"
 #include "core/model.h"
-#include "core/rules.h"
-#include "core/security.h"
+#include "core/findings.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
-
-bool use_color(int fd) {
-  const char* nc = std::getenv("NO_COLOR");
-  return isatty(fd) && (nc == nullptr || nc[0] == '\0');
-}
-
-Limits LimitOptions::resolve() const {
-  Limits lim;
-  for (const std::string& kv : limits) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) throw UsageError(fmt::format("--limit {}: expected NAME=VALUE", kv));
-    const std::string err = set_limit(lim, kv.substr(0, eq), kv.substr(eq + 1));
-    if (!err.empty()) throw UsageError("--limit: " + err);
-  }
-  return lim;
-}
-
-void add_limit_option(CLI::App* sub, LimitOptions& o) {
-  sub->add_option("--limit", o.limits, "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
-      ->type_name("NAME=VALUE")
-      ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
-      ->allow_extra_args(false);
-}
 
 void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
@@ -99,8 +73,7 @@ int run_summary(const SummaryOptions& o) {
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif
   // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
-  for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == Container::Zip ? ck.prefix + "/data.pkl" : "pickle")})
-    s.findings.insert(s.findings.end(), more.begin(), more.end());
+  s.findings = summary_findings(ck, s);
   const std::string format = o.json ? "json" : o.format;
   std::string out;
   if (format == "json") {

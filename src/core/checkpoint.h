@@ -1,6 +1,7 @@
 // What readers produce: a Checkpoint of tensor records, storages, an optional module tree, typed
-// metadata (training state, TorchScript archive facts, shard lists) and findings. Nothing here holds
-// tensor bytes; storages stay references into the file.
+// metadata (training state, TorchScript archive facts, shard lists) and the facts findings.cc turns
+// into findings (readers record, they do not judge). Nothing here holds tensor bytes; storages stay
+// references into the file.
 #pragma once
 
 #include <cstdint>
@@ -114,6 +115,19 @@ struct TsClass {
   bool is_module() const { return base == "Module"; }
 };
 
+// A TorchScript archive saved after torch.jit.freeze: its parameters became these constants.
+struct FrozenConstants {
+  uint64_t tensors = 0, elements = 0, bytes = 0;
+};
+
+// A file besides the checkpoint's own whose pickles `check`'s security scan reads (a shard, DCP's
+// .metadata); the scan's locations in it read "<label>:<where>".
+struct ScanFile {
+  std::string path;
+  std::string label;
+};
+
+// Made by findings.cc; here because Summary carries them to the renderers.
 struct Finding {
   std::string id;
   Severity severity = Severity::Warning;
@@ -225,7 +239,8 @@ struct Checkpoint {
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;  // the header's __metadata__
   ShardedInfo sharded;                // format sharded
   DcpInfo dcp;                        // format dcp
-  std::vector<Finding> findings;
+  std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
+  std::vector<ScanFile> scan_files;   // sharded / DCP: what `check` scans instead of `file`
   std::vector<GlobalRef> globals;     // every global the pickles named
   std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive

@@ -44,6 +44,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.container = Container::Dcp;
   ck.content = Content::StateDict;
   ck.heap = std::make_shared<Heap>();
+  // `check` scans this pickle only: the regions are torch.save zips of single tensors.
+  ck.scan_files.push_back({(root / ".metadata").string(), ".metadata"});
   const ByteView v = meta->view().as_member(".metadata");
   Unpickled u = unpickle(v, 0, *ck.heap, limits);
   ck.pickle_protocol = u.protocol;

@@ -88,7 +88,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       if (!s.source) s.source = part.file.get();  // kept alive through keep_alive below
       ck.storages.push_back(std::move(s));
     }
-    for (Finding& f : part.findings) ck.findings.push_back(std::move(f));
+    for (const FrozenConstants& f : part.frozen) ck.frozen.push_back(f);
+    ck.scan_files.push_back({p.string(), shard});
     for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
     ck.sharded.shards.push_back(ShardInfo{shard, part.format, part.tensors.size(), bytes});
     ck.keep_alive.push_back(part.file);
