@@ -3,7 +3,7 @@
 #include <string>
 
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/rules.h"
 #include "core/summary.h"
 #include "targets.h"

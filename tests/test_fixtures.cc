@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/summary.h"
 #include "fixtures.h"
 

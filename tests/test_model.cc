@@ -8,7 +8,7 @@
 
 #include "core/model.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "fixtures.h"
 
 using nlohmann::json;

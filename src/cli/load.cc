@@ -17,7 +17,7 @@
 #include "cli/precheck.h"
 #include "core/load.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_report.h"
 #include "core/summary.h"
 #include "torch/materialize.h"
 #include "torch/script.h"

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/text.h"
 
 namespace ckpt::cli {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/model.h"
 #include "core/rules.h"
 #include "core/security.h"

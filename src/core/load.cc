@@ -15,7 +15,7 @@
 
 #include "core/diff.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/text.h"
 #include "core/torch_pickle.h"
 
 namespace ckpt {

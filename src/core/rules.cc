@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include "core/summary.h"
+#include "core/text.h"
 
 namespace ckpt {
 
@@ -47,12 +48,6 @@ std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) 
   return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
 
-std::string names(const std::vector<std::string>& v, size_t n = 3) {
-  std::string out;
-  for (size_t k = 0; k < v.size() && k < n; ++k) out += (k ? ", " : "") + v[k];
-  if (v.size() > n) out += fmt::format(" and {} more", v.size() - n);
-  return out;
-}
 
 void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   if (ck.tensors.empty()) return;
@@ -85,7 +80,7 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back({"compiled-prefix", Severity::Warning,
                    fmt::format("{} of {} keys contain the _orig_mod segment of a torch.compile'd module ({}); "
                                "load_state_dict on the plain module reports them as unexpected",
-                               compiled.size(), nkeys, names(compiled)),
+                               compiled.size(), nkeys, join(compiled, ", ", 3, " and {} more")),
                    "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", first(compiled)});
   if (all_module)
     out.push_back({"ddp-prefix", Severity::Warning,
@@ -95,18 +90,18 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   if (!fabric.empty())
     out.push_back({"fabric-prefix", Severity::Warning,
                    fmt::format("{} keys carry Fabric's wrapper segment _forward_module / _original_module ({})", fabric.size(),
-                               names(fabric)),
+                               join(fabric, ", ", 3, " and {} more")),
                    "strip the wrapper segment, or save through fabric.save, which unwraps the module", first(fabric)});
   if (!ac.empty())
     out.push_back({"activation-checkpoint-prefix", Severity::Warning,
                    fmt::format("{} keys carry the _checkpoint_wrapped_module segment of checkpoint_wrapper ({}); note that "
                                "torch.compile rejects checkpoint(context_fn=...) unless an experimental flag is set",
-                               ac.size(), names(ac)),
+                               ac.size(), join(ac, ", ", 3, " and {} more")),
                    "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module", first(ac)});
   if (!fsdp.empty())
     out.push_back({"fsdp-sharded", Severity::Error,
                    fmt::format("{} keys are FSDP flat parameters or wrapped names ({}): this is a sharded / flattened state dict",
-                               fsdp.size(), names(fsdp)),
+                               fsdp.size(), join(fsdp, ", ", 3, " and {} more")),
                    "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", first(fsdp)});
   if (ck.content == "lightning") {
     const std::string& k0 = ck.tensors.front().name;
@@ -198,7 +193,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back({"extra-entry-methods", Severity::Warning,
                    fmt::format("the root module exports {} method(s) besides forward that forward does not call: {}. Wrappers "
                                "(Fabric, DDP, torch.compile) only route forward",
-                               entries.size(), names(entries, 8)),
+                               entries.size(), join(entries, ", ", 8, " and {} more")),
                    "Fabric: fabric_module.mark_forward_method(\"<name>\"); torch.compile: compile each method separately",
                    entries});
 }

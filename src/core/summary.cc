@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/text.h"
+
 namespace ckpt {
 namespace {
 
@@ -32,13 +34,6 @@ struct SameView {
     return x.storage == y.storage && x.offset == y.offset && x.dtype == y.dtype && x.shape == y.shape && x.stride == y.stride;
   }
 };
-
-std::string list_names(const std::vector<std::string>& names, size_t most = 8) {
-  std::string out;
-  for (size_t k = 0; k < names.size() && k < most; ++k) out += (k ? ", " : "") + names[k];
-  if (names.size() > most) out += fmt::format(", and {} more", names.size() - most);
-  return out;
-}
 
 }  // namespace
 
@@ -189,14 +184,14 @@ Summary summarize(const Checkpoint& ck) {
         "uninitialized-parameters", Severity::Warning,
         fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
                     "sizes are unknown and not counted: {}",
-                    lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", list_names(lazy)),
+                    lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", join(lazy, ", ", 8, ", and {} more")),
         "run one forward pass with a real input before saving, so lazy modules infer their shapes", lazy});
   if (!meta.empty())
     s.findings.push_back(Finding{
         "meta-tensors", Severity::Error,
         fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
                     "no data!\": {}",
-                    meta.size(), meta.size() == 1 ? "entry is" : "entries are", list_names(meta)),
+                    meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
         "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", meta});
 
   // Storages shared by several entries: tied weights (same view) and distinct views.
@@ -210,22 +205,23 @@ Summary summarize(const Checkpoint& ck) {
     for (size_t k : idx) groups[id_of[k]].push_back(ck.tensors[k].name);
     for (size_t k : idx) {
       auto& g = groups[id_of[k]];
-      if (g.size() > 1 && g.front() == ck.tensors[k].name) tied.push_back(list_names(g, 4));
+      if (g.size() > 1 && g.front() == ck.tensors[k].name) tied.push_back(join(g, ", ", 4, ", and {} more"));
     }
     if (groups.size() > 1) {
       std::vector<std::string> names;
       for (size_t k : idx) names.push_back(ck.tensors[k].name);
-      views.push_back(fmt::format("storage {}: {}", key, list_names(names, 4)));
+      views.push_back(fmt::format("storage {}: {}", key, join(names, ", ", 4, ", and {} more")));
     }
   }
   if (!tied.empty())
     s.findings.push_back(Finding{"tied-weights", Severity::Info,
                                  fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(),
-                                             list_names(tied, 4)),
+                                             join(tied, ", ", 4, ", and {} more")),
                                  "none needed; this is how tied weights are saved", tied});
   if (!views.empty())
     s.findings.push_back(Finding{"storage-views", Severity::Info,
-                                 fmt::format("{} storage(s) hold several different views: {}", views.size(), list_names(views, 4)),
+                                 fmt::format("{} storage(s) hold several different views: {}", views.size(),
+                                             join(views, ", ", 4, ", and {} more")),
                                  "none needed; each distinct view is counted, the storage once in storage_bytes", views});
   return s;
 }
