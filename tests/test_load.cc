@@ -1,13 +1,16 @@
-// The LibTorch-free half of `ckpt load` (src/core/load.cc) against PyTorch's numbers in
-// testdata/load/expected.json (testdata/gen_load.py): CRC-32 of every tensor's values, NaN/Inf counts as
-// torch.isnan / torch.isinf give them, storage bounds, and key matching as load_state_dict reports it.
-// These run in the sanitizer build too; tests/cli/load_cases.py runs the same numbers through ckpt-torch.
+// The LibTorch-free half of `ckpt load` (src/core/storage.cc, values.cc, keys.cc) against PyTorch's
+// numbers in testdata/load/expected.json (testdata/gen_load.py): CRC-32 of every tensor's values, NaN/Inf
+// counts as torch.isnan / torch.isinf give them, storage bounds, and key matching as load_state_dict
+// reports it. These run in the sanitizer build too; tests/cli/load_cases.py runs the same numbers
+// through ckpt-torch.
 #include <doctest/doctest.h>
 
 #include <cstring>
 
-#include "core/load.h"
+#include "core/keys.h"
 #include "core/reader.h"
+#include "core/storage.h"
+#include "core/values.h"
 #include "fixtures.h"
 
 using nlohmann::json;

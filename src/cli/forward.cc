@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "core/keys.h"
 #include "core/load.h"
 #include "core/model.h"
 #include "core/reader.h"

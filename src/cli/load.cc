@@ -15,10 +15,12 @@
 
 #include "cli/commands.h"
 #include "cli/precheck.h"
+#include "core/keys.h"
 #include "core/load.h"
 #include "core/reader.h"
 #include "core/render_report.h"
 #include "core/summary.h"
+#include "core/values.h"
 #include "torch/materialize.h"
 #include "torch/script.h"
 

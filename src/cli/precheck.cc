@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "core/reader.h"
+#include "core/storage.h"
 #include "core/text.h"
+#include "core/values.h"
 
 namespace ckpt::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "core/load.h"
+#include "core/values.h"
 
 namespace ckpt::cli {
 

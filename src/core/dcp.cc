@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/storage.h"
 #include "core/torch_pickle.h"
 
 namespace ckpt {

@@ -1,50 +1,19 @@
 #include "core/diff.h"
 
-#include "core/load.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <unordered_map>
+#include <unordered_set>
+
+#include "core/keys.h"
+#include "core/storage.h"
+#include "core/values.h"
 
 namespace ckpt {
 namespace {
-
-double half_to_double(uint16_t h) {
-  const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
-  return sign ? -v : v;
-}
-
-// One element as float64, or nullopt when the dtype has no plain numeric value (complex, quantized, fp8).
-std::optional<double> element(const DType& d, const uint8_t* p) {
-  const std::string_view n = d.name;
-  auto rd = [&](auto x) { std::memcpy(&x, p, sizeof(x)); return x; };
-  if (n == "float32") return rd(float{});
-  if (n == "float64") return rd(double{});
-  if (n == "float16") return half_to_double(rd(uint16_t{}));
-  if (n == "bfloat16") { uint32_t u = static_cast<uint32_t>(rd(uint16_t{})) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-  if (n == "int8") return rd(int8_t{});
-  if (n == "uint8" || n == "bool") return rd(uint8_t{});
-  if (n == "int16") return rd(int16_t{});
-  if (n == "uint16") return rd(uint16_t{});
-  if (n == "int32") return rd(int32_t{});
-  if (n == "uint32") return rd(uint32_t{});
-  if (n == "int64") return static_cast<double>(rd(int64_t{}));
-  if (n == "uint64") return static_cast<double>(rd(uint64_t{}));
-  return std::nullopt;
-}
-
-bool numeric(const DType* d) {
-  static const uint8_t zero[16] = {};
-  return d && element(*d, zero).has_value();
-}
 
 // Where a tensor's storage bytes are in its file (nullptr when it has none: meta, lazy, missing).
 const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
@@ -54,39 +23,7 @@ const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
   return index.bytes(*s).data();
 }
 
-// Calls fn(byte offset of element) for every element in row-major order.
-template <typename Fn>
-void for_each_element(const Tensor& t, Fn&& fn) {
-  const uint64_t item = t.dtype->itemsize;
-  for_each_run(t, [&](uint64_t off, uint64_t len) {
-    for (uint64_t b = 0; b < len; b += item) fn(off + b);
-  });
-}
-
-// Leading dotted components of a key, up to three: "a.b.c.w" -> "a.", "a.b.", "a.b.c.".
-std::vector<std::string> leading(const std::string& key) {
-  std::vector<std::string> out;
-  for (size_t dot = key.find('.'); dot != std::string::npos && out.size() < 3; dot = key.find('.', dot + 1))
-    out.push_back(key.substr(0, dot + 1));
-  return out;
-}
-
 }  // namespace
-
-PrefixRename best_prefix_rename(const std::vector<std::string>& from, const std::unordered_set<std::string>& to) {
-  const std::unordered_set<std::string> from_set(from.begin(), from.end());
-  std::map<std::pair<PrefixRename::Op, std::string>, size_t> votes;
-  for (const std::string& k : from)
-    for (const std::string& p : leading(k))
-      if (to.count(k.substr(p.size()))) ++votes[{PrefixRename::Strip, p}];
-  for (const std::string& k : to)
-    for (const std::string& p : leading(k))
-      if (from_set.count(k.substr(p.size()))) ++votes[{PrefixRename::Add, p}];
-  PrefixRename best;
-  for (const auto& [key, n] : votes)
-    if (n > best.paired) best = {key.first, key.second, n};
-  return best;
-}
 
 DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
   DiffResult r;
@@ -162,7 +99,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
             if (std::memcmp(pa + off, pb + ob, ta.dtype->itemsize) != 0) d.values_equal = d.within = false;
             return;
           }
-          const double x = *element(*ta.dtype, pa + off), y = *element(*tb->dtype, pb + ob);
+          const double x = *element_value(*ta.dtype, pa + off), y = *element_value(*tb->dtype, pb + ob);
           if (x == y || (std::isnan(x) && std::isnan(y))) return;
           d.values_equal = false;
           const double diff = std::fabs(x - y);

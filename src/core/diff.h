@@ -5,7 +5,6 @@
 
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "core/checkpoint.h"
@@ -43,17 +42,6 @@ struct DiffResult {
   // The verdict (exit code 0 and "same"): within tolerance when values were compared, else equal.
   bool same(const DiffOptions& o) const { return o.values ? within_tolerance : equal; }
 };
-
-// The prefix that best explains renamed keys: stripping it from keys of `from` (Strip) or adding it to
-// them (Add) pairs `paired` of them with keys of `to`. Candidates are the leading dotted components, up to
-// three levels, of the side that carries the prefix (`_orig_mod.`, `module.`, `model.`, ... without a fixed
-// list). Callers decide whether `paired` is evidence enough. Shared by diff and load's key matching.
-struct PrefixRename {
-  enum Op { None, Strip, Add } op = None;
-  std::string prefix;
-  size_t paired = 0;
-};
-PrefixRename best_prefix_rename(const std::vector<std::string>& from, const std::unordered_set<std::string>& to);
 
 DiffResult diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& o);
 

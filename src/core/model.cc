@@ -3,8 +3,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/load.h"
-#include "core/torch_pickle.h"
+#include "core/keys.h"
+#include "core/storage.h"
 
 namespace ckpt {
 

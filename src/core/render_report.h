@@ -8,6 +8,7 @@
 
 #include "core/checkpoint.h"
 #include "core/diff.h"
+#include "core/load.h"
 
 namespace ckpt {
 
@@ -33,5 +34,10 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
                              const DiffResult& r, const DiffOptions& o);
 std::string diff_json_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
                            const DiffResult& r, const DiffOptions& o);
+
+// `ckpt load`: text, and the ckpt.load/1 document. The table lists skipped / meta tensors and ones
+// holding NaN or Inf, or every tensor with all_rows.
+std::string render_load_text(const LoadReport& r, bool color, bool all_rows = false);
+std::string load_json_text(const LoadReport& r);
 
 }  // namespace ckpt

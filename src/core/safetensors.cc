@@ -6,6 +6,7 @@
 #include <array>
 #include <unordered_set>
 
+#include "core/storage.h"
 #include "core/torch_pickle.h"
 
 namespace ckpt {

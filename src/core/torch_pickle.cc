@@ -29,12 +29,6 @@ bool is_legacy_magic(const Value* v) {
   return v && v->kind == PKind::BigInt && v->s == std::string_view("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> stride(shape.size(), 1);
-  for (size_t k = shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<int64_t>(shape[k], 1);
-  return stride;
-}
-
 namespace {
 
 constexpr std::string_view kUtils = "torch._utils.";

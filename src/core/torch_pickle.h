@@ -72,9 +72,6 @@ void infer_kinds(std::vector<Tensor>& tensors);
 // The legacy torch.save stream's first pickle: the magic number 0x1950a86a20f9469cfc6c.
 bool is_legacy_magic(const Value* v);
 
-// Row-major (contiguous) strides for a shape, as torch computes them (size-0/1 dims count as 1).
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
-
 // Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
 std::string join_path(const std::string& a, const std::string& b);
 

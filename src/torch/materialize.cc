@@ -12,6 +12,9 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/storage.h"
+#include "core/values.h"
+
 #define CKPT_TORCH_AT_LEAST(maj, min) \
   (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
 

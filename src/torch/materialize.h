@@ -16,6 +16,7 @@
 
 #include "core/checkpoint.h"
 #include "core/load.h"
+#include "core/values.h"
 
 namespace ckpt::torchb {
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <string_view>
 
-#include "core/load.h"
+#include "core/storage.h"
 #include "torch/materialize.h"
 
 namespace ckpt::torchb {
