@@ -3,8 +3,8 @@
 #include <string>
 
 #include "core/reader.h"
+#include "core/findings.h"
 #include "core/render_summary.h"
-#include "core/rules.h"
 #include "core/summary.h"
 #include "targets.h"
 
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     ckpt::Checkpoint ck = ckpt::read_checkpoint(f, lim);
     ckpt::Summary s = ckpt::summarize(ck);
-    (void)ckpt::model_findings(ck);
+    s.findings = ckpt::summary_findings(ck, s);
     ckpt::RenderOptions o;
     o.depth = -1;
     (void)ckpt::render_summary_text(s, o);

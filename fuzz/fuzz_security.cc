@@ -1,7 +1,7 @@
 // The security scan: every pickle of a file, nested blobs, zip name checks.
 #include <string>
 
-#include "core/security.h"
+#include "core/findings.h"
 #include "targets.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ckpt::Limits lim;
   lim.pickle_ops = 1'000'000;
   try {
-    (void)ckpt::security_findings(*f, lim);
+    (void)ckpt::scan_findings(ckpt::scan_pickles(*f, lim));
   } catch (const ckpt::InputError&) {
   }
   return 0;

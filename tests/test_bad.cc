@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/reader.h"
-#include "core/rules.h"
+#include "core/findings.h"
 #include "fixtures.h"
 
 using namespace ckpt;

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/rules.h"
-#include "core/security.h"
+#include "core/findings.h"
 #include "fixtures.h"
 
 using nlohmann::json;

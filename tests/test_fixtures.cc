@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/findings.h"
 #include "core/reader.h"
 #include "core/render_summary.h"
 #include "core/summary.h"
@@ -17,6 +18,7 @@ namespace {
 json summary_of(const test::Fixture& f) {
   Checkpoint ck = read_checkpoint(f.file.string());
   Summary s = summarize(ck);
+  s.findings = summary_findings(ck, s);  // as `ckpt summary` shows them
   return json::parse(summary_json_text(s));
 }
 

@@ -7,11 +7,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "core/findings.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/render_report.h"
-#include "core/rules.h"
-#include "core/security.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {

@@ -8,8 +8,7 @@
 #include "core/reader.h"
 #include "core/render_summary.h"
 #include "core/model.h"
-#include "core/rules.h"
-#include "core/security.h"
+#include "core/findings.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
@@ -99,8 +98,7 @@ int run_summary(const SummaryOptions& o) {
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif
   // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
-  for (std::vector<Finding> more : {model_findings(ck), global_findings(ck.globals, ck.container == "zip" ? ck.prefix + "/data.pkl" : "pickle")})
-    s.findings.insert(s.findings.end(), more.begin(), more.end());
+  s.findings = summary_findings(ck, s);
   const std::string format = o.json ? "json" : o.format;
   std::string out;
   if (format == "json") {

@@ -1,5 +1,6 @@
 // What readers produce: a Checkpoint of tensor records, storages, an optional module tree, metadata
-// and findings. Nothing here holds tensor bytes; storages stay references into the file.
+// and the facts findings.cc turns into findings (readers record, they do not judge). Nothing here
+// holds tensor bytes; storages stay references into the file.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +97,19 @@ struct TsClass {
   bool is_module() const { return base == "Module"; }
 };
 
+// A TorchScript archive saved after torch.jit.freeze: its parameters became these constants.
+struct FrozenConstants {
+  uint64_t tensors = 0, elements = 0, bytes = 0;
+};
+
+// A file besides the checkpoint's own whose pickles `check`'s security scan reads (a shard, DCP's
+// .metadata); the scan's locations in it read "<label>:<where>".
+struct ScanFile {
+  std::string path;
+  std::string label;
+};
+
+// Made by findings.cc; here because Summary carries them to the renderers.
 struct Finding {
   std::string id;
   Severity severity = Severity::Warning;
@@ -121,7 +135,8 @@ struct Checkpoint {
   bool split_inferred = true;         // parameter/buffer split guessed from names
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
   nlohmann::ordered_json methods = nlohmann::ordered_json::array();  // TorchScript: compiled methods of the root
-  std::vector<Finding> findings;
+  std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
+  std::vector<ScanFile> scan_files;   // sharded / DCP: what `check` scans instead of `file`
   std::vector<GlobalRef> globals;     // every global the pickles named
   std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive

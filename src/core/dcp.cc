@@ -45,6 +45,8 @@ Checkpoint read_dcp(const std::string& dir, const Limits& limits) {
   ck.container = "dcp";
   ck.content = "state_dict";
   ck.heap = std::make_shared<Heap>();
+  // `check` scans this pickle only: the regions are torch.save zips of single tensors.
+  ck.scan_files.push_back({(root / ".metadata").string(), ".metadata"});
   const ByteView v = meta->view().as_member(".metadata");
   Unpickled u = unpickle(v, 0, *ck.heap, limits);
   ck.pickle_protocol = u.protocol;

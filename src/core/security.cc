@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
 #include <unordered_set>
 
 #include "core/dtype.h"
@@ -77,11 +76,16 @@ GlobalClass classify_global(std::string_view module, std::string_view name) {
   return GlobalClass::Unknown;
 }
 
-namespace {
+GlobalClass classify_use(const GlobalRef& g) {
+  const GlobalClass c = classify_global(g.module, g.name);
+  if (c != GlobalClass::Unknown) return c;
+  const std::string_view op = g.opcode;
+  if ((op == "OBJ" || op == "INST") && g.module != "__main__") return GlobalClass::Dangerous;
+  if (op.substr(0, 3) == "EXT") return GlobalClass::Dangerous;
+  return c;
+}
 
-struct Hit {
-  std::string where;   // "archive/data.pkl+0x1a3 (STACK_GLOBAL)"
-};
+namespace {
 
 class Scanner {
  public:
@@ -101,38 +105,7 @@ class Scanner {
     }
   }
 
-  void note_globals(const std::vector<GlobalRef>& globals, const std::string& member) { note(globals, member); }
-
-  std::vector<Finding> findings() const {  // grouped by global, dangerous first
-    std::vector<Finding> out;
-    for (const auto& [global, where] : dangerous_) {
-      out.push_back({"dangerous-global", Severity::Error,
-                     fmt::format("pickle names {}, which Python's unpickler would import and may call: loading this file with "
-                                 "torch.load(weights_only=False) or pickle can run code",
-                                 global),
-                     "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a "
-                     "trusted source or re-save them as safetensors",
-                     where});
-    }
-    if (std::any_of(unknown_.begin(), unknown_.end(), [&](const auto& kv) { return !dangerous_.count(kv.first); })) {
-      std::string names;
-      std::vector<std::string> where;
-      for (const auto& [global, w] : unknown_) {
-        if (dangerous_.count(global)) continue;  // named and then called through OBJ / INST: reported as dangerous
-        names += (names.empty() ? "" : ", ") + global;
-        where.push_back(w.front());
-      }
-      out.push_back({"unknown-global", Severity::Warning,
-                     fmt::format("pickle names {} global(s) outside torch's weights_only allowlist: {}; torch.load(weights_only=True) "
-                                 "refuses the file, and weights_only=False would import them",
-                                 unknown_.size(), names),
-                     "inspect these classes before loading with weights_only=False, or allow them with "
-                     "torch.serialization.add_safe_globals",
-                     where});
-    }
-    for (const Finding& f : extra_) out.push_back(f);
-    return out;
-  }
+  PickleScan take() { return std::move(scan_); }
 
  private:
   void zip(const ByteView& v, const std::string& label, int depth) {
@@ -142,15 +115,8 @@ class Scanner {
       const uint64_t h = e.local_header_offset;
       const uint16_t n = v.le<uint16_t>(h + 26);
       if (v.str(h + 30, n) != e.name) {
-        Finding f;
-        f.id = "dangerous-global";
-        f.severity = Severity::Error;
-        f.message = fmt::format("zip member '{}' has local header name '{}': the names differ, a trick that hides a pickle "
-                                "from scanners reading one of the two",
-                                std::string(e.name), std::string(v.str(h + 30, n)));
-        f.fix = "do not load this file; re-create it from a trusted source";
-        f.where = {prefixed(label, std::string(e.name))};
-        extra_.push_back(std::move(f));
+        scan_.problems.push_back(
+            {ScanProblem::Kind::RenamedMember, prefixed(label, std::string(e.name)), std::string(e.name), std::string(v.str(h + 30, n))});
       }
       std::string_view name = e.name;
       if (name.size() < 4 || name.substr(name.size() - 4) != ".pkl") continue;
@@ -180,36 +146,14 @@ class Scanner {
       u = unpickle(v, start, heap, lim_, &seen);
       seen = u.globals;
     } catch (const InputError& e) {
-      note(seen, member);
-      Finding f;
-      f.id = "scan-incomplete";
-      f.severity = Severity::Warning;
-      f.message = fmt::format("pickle in {} is malformed ({}); the globals before that point were scanned", member.empty() ? "the file" : member,
-                              e.what());
-      f.fix = "treat the file as untrusted";
-      f.where = {fmt::format("{}+0x{:x}", member, e.offset())};
-      extra_.push_back(std::move(f));
+      scan_.pickles.push_back({member, std::move(seen)});
+      scan_.problems.push_back({ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what()});
       return 0;
     }
-    note(seen, member);
+    scan_.pickles.push_back({member, std::move(seen)});
     if (start == 0 && is_legacy_magic(u.root)) legacy_ = true;
     nested(u.root, member, depth);
     return u.end;
-  }
-
-  void note(const std::vector<GlobalRef>& globals, const std::string& member) {
-    for (const GlobalRef& g : globals) {
-      GlobalClass c = classify_global(g.module, g.name);
-      const std::string op = g.opcode;
-      // A class called through OBJ / INST is a call like REDUCE; anything not known-safe there is hidden code.
-      if (c == GlobalClass::Unknown && (op == "OBJ" || op == "INST") && g.module != "__main__") c = GlobalClass::Dangerous;
-      if (c == GlobalClass::Unknown && op.substr(0, 3) == "EXT") c = GlobalClass::Dangerous;
-      if (c == GlobalClass::Safe) continue;
-      auto& bucket = c == GlobalClass::Dangerous ? dangerous_ : unknown_;
-      const std::string global = g.module + "." + g.name;
-      auto& where = bucket[global];
-      if (where.size() < 16) where.push_back(fmt::format("{} at {}+0x{:x} ({})", global, member.empty() ? "pickle" : member, g.offset, op));
-    }
   }
 
   // torch.storage._load_from_bytes(b"...") holds a whole torch.save blob: scan it too.
@@ -241,23 +185,15 @@ class Scanner {
 
   const Limits& lim_;
   bool legacy_ = false;
-  std::map<std::string, std::vector<std::string>> dangerous_, unknown_;
-  std::vector<Finding> extra_;
+  PickleScan scan_;
 };
 
 }  // namespace
 
-std::vector<Finding> security_findings(const MappedFile& file, const Limits& limits) {
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits) {
   Scanner s(limits);
   s.file(file.view(), "", 0);
-  return s.findings();
-}
-
-std::vector<Finding> global_findings(const std::vector<GlobalRef>& globals, const std::string& member) {
-  Limits lim;
-  Scanner s(lim);
-  s.note_globals(globals, member);
-  return s.findings();
+  return s.take();
 }
 
 }  // namespace ckpt

@@ -1,14 +1,17 @@
 // The security scan: every pickle in a file (zip *.pkl members, each pickle of a legacy stream, a bare
 // pickle, and torch.save blobs nested in them through torch.storage._load_from_bytes) is run through the
-// inert VM, and every global it names is classed known-safe, unknown or dangerous. Nothing is executed.
+// inert VM, which records every global it names; nothing is executed. Here: the scan, which returns what
+// it saw, and the classing of globals as known-safe, unknown or dangerous. The findings made of them
+// (dangerous-global, unknown-global, scan-incomplete) are findings.cc's.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/checkpoint.h"
+#include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/pickle.h"
 
 namespace ckpt {
 
@@ -18,12 +21,31 @@ enum class GlobalClass { Safe, Unknown, Dangerous };
 // execution, file / process / network access, nested loaders, and names only a bypass would use.
 GlobalClass classify_global(std::string_view module, std::string_view name);
 
-// Findings `dangerous-global` (error) and `unknown-global` (warning) for `file`. A pickle that turns out
-// malformed still reports the globals met before the error, and a `scan-incomplete` note says where.
-std::vector<Finding> security_findings(const MappedFile& file, const Limits& limits);
+// As the pickle uses the global: a class called through OBJ / INST is a call like REDUCE, so anything
+// there not known-safe is hidden code (except __main__'s classes); so is a global named by an extension code.
+GlobalClass classify_use(const GlobalRef& g);
 
-// The same classification for globals a reader already collected (what `summary` shows, without a
-// second pass over the file).
-std::vector<Finding> global_findings(const std::vector<GlobalRef>& globals, const std::string& member);
+// One pickle's globals in the order named; a malformed pickle's up to where it broke.
+struct ScannedPickle {
+  std::string member;  // where the pickle is: "archive/data.pkl", "<blob's label>:archive/data.pkl", "" = the file
+  std::vector<GlobalRef> globals;
+};
+
+// What kept the scan from reading a pickle the way a loader would.
+struct ScanProblem {
+  enum class Kind { RenamedMember, Malformed };
+  Kind kind = Kind::Malformed;
+  std::string where;   // Malformed: "<member>+0x1a3"; RenamedMember: the member's name, label-prefixed
+  std::string member;  // Malformed: the pickle's member ("" = the file); RenamedMember: the central directory's name
+  std::string detail;  // Malformed: the parser's message; RenamedMember: the local header's name
+};
+
+struct PickleScan {
+  std::vector<ScannedPickle> pickles;  // in the order scanned
+  std::vector<ScanProblem> problems;   // in the order met
+};
+
+// Scans every pickle of `file`. Throws InputError only when the container itself is broken.
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits);
 
 }  // namespace ckpt

@@ -89,7 +89,8 @@ Checkpoint read_sharded(const std::string& index_path, const Limits& limits) {
       if (!s.source) s.source = part.file.get();  // kept alive through keep_alive below
       ck.storages.push_back(std::move(s));
     }
-    for (Finding& f : part.findings) ck.findings.push_back(std::move(f));
+    for (const FrozenConstants& f : part.frozen) ck.frozen.push_back(f);
+    ck.scan_files.push_back({p.string(), shard});
     for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
     shard_info.push_back({{"file", shard}, {"format", part.format}, {"tensors", part.tensors.size()}, {"bytes", bytes}});
     ck.keep_alive.push_back(part.file);

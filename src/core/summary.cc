@@ -1,14 +1,10 @@
 #include "core/summary.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
-
-#include "core/text.h"
 
 namespace ckpt {
 namespace {
@@ -40,7 +36,6 @@ struct SameView {
 Summary summarize(const Checkpoint& ck) {
   Summary s;
   s.ck = &ck;
-  s.findings = ck.findings;  // what the reader found; counting adds its own below
   Totals& T = s.totals;
 
   // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.
@@ -53,18 +48,17 @@ Summary summarize(const Checkpoint& ck) {
   std::vector<bool> repeated(ck.tensors.size(), false);
   for (size_t k = 0; k < ck.tensors.size(); ++k)
     if (id_of[k] != k) repeated[id_of[k]] = true;
-  std::vector<std::string> lazy, meta;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
     ++T.tensors;
     if (t.state == TensorState::Uninitialized && !t.resolved) {
       ++T.uninitialized;
-      lazy.push_back(t.name);
+      s.uninitialized_entries.push_back(k);
       continue;
     }
     if (t.state == TensorState::Meta) {
       ++T.meta;
-      meta.push_back(t.name);
+      s.meta_entries.push_back(k);
     }
     const uint64_t n = static_cast<uint64_t>(t.numel);
     T.elements += n;
@@ -179,50 +173,20 @@ Summary summarize(const Checkpoint& ck) {
     s.modules = std::move(sorted);
   }
 
-  if (!lazy.empty())
-    s.findings.push_back(Finding{
-        "uninitialized-parameters", Severity::Warning,
-        fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
-                    "sizes are unknown and not counted: {}",
-                    lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", join(lazy, ", ", 8, ", and {} more")),
-        "run one forward pass with a real input before saving, so lazy modules infer their shapes", lazy});
-  if (!meta.empty())
-    s.findings.push_back(Finding{
-        "meta-tensors", Severity::Error,
-        fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
-                    "no data!\": {}",
-                    meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
-        "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", meta});
-
   // Storages shared by several entries: tied weights (same view) and distinct views.
   std::map<std::string, std::vector<size_t>> by_storage;
   for (size_t k = 0; k < ck.tensors.size(); ++k)
     if (!ck.tensors[k].storage.empty()) by_storage[ck.tensors[k].storage].push_back(k);
-  std::vector<std::string> tied, views;
   for (const auto& [key, idx] : by_storage) {
     if (idx.size() < 2) continue;
-    std::unordered_map<size_t, std::vector<std::string>> groups;
-    for (size_t k : idx) groups[id_of[k]].push_back(ck.tensors[k].name);
+    std::unordered_map<size_t, std::vector<size_t>> groups;
+    for (size_t k : idx) groups[id_of[k]].push_back(k);
     for (size_t k : idx) {
-      auto& g = groups[id_of[k]];
-      if (g.size() > 1 && g.front() == ck.tensors[k].name) tied.push_back(join(g, ", ", 4, ", and {} more"));
+      const auto& g = groups[id_of[k]];
+      if (g.size() > 1 && ck.tensors[g.front()].name == ck.tensors[k].name) s.tied_groups.push_back(g);
     }
-    if (groups.size() > 1) {
-      std::vector<std::string> names;
-      for (size_t k : idx) names.push_back(ck.tensors[k].name);
-      views.push_back(fmt::format("storage {}: {}", key, join(names, ", ", 4, ", and {} more")));
-    }
+    if (groups.size() > 1) s.view_groups.push_back(idx);
   }
-  if (!tied.empty())
-    s.findings.push_back(Finding{"tied-weights", Severity::Info,
-                                 fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(),
-                                             join(tied, ", ", 4, ", and {} more")),
-                                 "none needed; this is how tied weights are saved", tied});
-  if (!views.empty())
-    s.findings.push_back(Finding{"storage-views", Severity::Info,
-                                 fmt::format("{} storage(s) hold several different views: {}", views.size(),
-                                             join(views, ", ", 4, ", and {} more")),
-                                 "none needed; each distinct view is counted, the storage once in storage_bytes", views});
   return s;
 }
 

@@ -1,6 +1,6 @@
 // Counting, as users expect it (DESIGN.md section 4): real dtype sizes, tied entries once, buffers by
 // name when the file does not say, lazy and meta entries named. Builds the module rows that renderers
-// turn into Lightning's ModelSummary look.
+// turn into Lightning's ModelSummary look, and lists the entries findings.cc reports on.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +91,12 @@ struct Summary {
   const Checkpoint* ck = nullptr;
   Totals totals;
   std::vector<ModuleRow> modules;  // pre-order, root first
-  std::vector<Finding> findings;   // warnings shown after the totals
+  // What the counting findings name, as indices into ck->tensors: lazy entries not sized by --model
+  // and entries on the meta device (in entry order); by storage key, each group of entries that are one
+  // tensor (tied weights), and for each storage holding several different views, every entry on it.
+  std::vector<size_t> uninitialized_entries, meta_entries;
+  std::vector<std::vector<size_t>> tied_groups, view_groups;
+  std::vector<Finding> findings;   // warnings shown after the totals; summarize() leaves it empty (findings.h)
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
 };

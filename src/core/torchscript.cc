@@ -266,13 +266,7 @@ class TsReader {
     for (const Tensor& t : ck_.tensors) model_params += t.kind == TensorKind::Parameter;
     const bool frozen = tensors > 0 && model_params == 0;
     ck_.metadata["frozen"] = frozen;
-    if (frozen)
-      ck_.findings.push_back(Finding{
-          "frozen-module", Severity::Info,
-          fmt::format("frozen TorchScript module (torch.jit.freeze): its parameters became {} constant tensors ({} elements, "
-                      "{} bytes) in constants.pkl and are not counted as parameters",
-                      tensors, elements, bytes),
-          "none needed for inference; keep the unfrozen module to train or load a state dict", {}});
+    if (frozen) ck_.frozen.push_back({tensors, elements, bytes});
   }
 
   // Every compiled method of the root, whether forward reaches it, and whether it is an entry point

@@ -30,7 +30,7 @@ namespace ckpt {
 // ("__torch__.torch.nn.modules.conv" for code/__torch__/torch/nn/modules/conv.py).
 std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source);
 
-// Fills ck (tensors, modules, findings, metadata: methods, constants, extra files) from an archive
+// Fills ck (tensors, modules, frozen constants, metadata: methods, constants, extra files) from an archive
 // whose data.pkl has already been located. Called by the zip reader when constants.pkl is present.
 void read_torchscript(Checkpoint& ck, const ZipReader& zip, const std::string& prefix, const Limits& limits);
 

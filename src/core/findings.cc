@@ -1,16 +1,13 @@
-#include "core/rules.h"
+#include "core/findings.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
+#include <filesystem>
+#include <map>
 
 #include "core/reader.h"
-#include "core/security.h"
 #include "core/sharded.h"
-
-#include <filesystem>
-#include "core/summary.h"
 #include "core/text.h"
 
 namespace ckpt {
@@ -48,6 +45,54 @@ std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) 
   return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
 
+std::vector<std::string> entry_names(const Checkpoint& ck, const std::vector<size_t>& entries) {
+  std::vector<std::string> out;
+  out.reserve(entries.size());
+  for (size_t k : entries) out.push_back(ck.tensors[k].name);
+  return out;
+}
+
+void reader_rules(const Checkpoint& ck, std::vector<Finding>& out) {
+  for (const FrozenConstants& f : ck.frozen)
+    out.push_back({"frozen-module", Severity::Info,
+                   fmt::format("frozen TorchScript module (torch.jit.freeze): its parameters became {} constant tensors ({} elements, "
+                               "{} bytes) in constants.pkl and are not counted as parameters",
+                               f.tensors, f.elements, f.bytes),
+                   "none needed for inference; keep the unfrozen module to train or load a state dict", {}});
+}
+
+void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>& out) {
+  if (!s.uninitialized_entries.empty()) {
+    std::vector<std::string> lazy = entry_names(ck, s.uninitialized_entries);
+    out.push_back({"uninitialized-parameters", Severity::Warning,
+                   fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
+                               "sizes are unknown and not counted: {}",
+                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", join(lazy, ", ", 8, ", and {} more")),
+                   "run one forward pass with a real input before saving, so lazy modules infer their shapes", std::move(lazy)});
+  }
+  if (!s.meta_entries.empty()) {
+    std::vector<std::string> meta = entry_names(ck, s.meta_entries);
+    out.push_back({"meta-tensors", Severity::Error,
+                   fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
+                               "no data!\": {}",
+                               meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
+                   "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", std::move(meta)});
+  }
+  std::vector<std::string> tied, views;
+  for (const auto& g : s.tied_groups) tied.push_back(join(entry_names(ck, g), ", ", 4, ", and {} more"));
+  for (const auto& g : s.view_groups)
+    views.push_back(
+        fmt::format("storage {}: {}", ck.tensors[g.front()].storage, join(entry_names(ck, g), ", ", 4, ", and {} more")));
+  if (!tied.empty())
+    out.push_back({"tied-weights", Severity::Info,
+                   fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(),
+                               join(tied, ", ", 4, ", and {} more")),
+                   "none needed; this is how tied weights are saved", tied});
+  if (!views.empty())
+    out.push_back({"storage-views", Severity::Info,
+                   fmt::format("{} storage(s) hold several different views: {}", views.size(), join(views, ", ", 4, ", and {} more")),
+                   "none needed; each distinct view is counted, the storage once in storage_bytes", views});
+}
 
 void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   if (ck.tensors.empty()) return;
@@ -198,15 +243,101 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                    entries});
 }
 
-// The reader's and summary's findings plus the model rules, for a checkpoint that was read.
+// Pickle globals grouped by global: each one's first 16 locations, in the order met.
+class GlobalGroups {
+ public:
+  void add(const std::vector<GlobalRef>& globals, const std::string& member) {
+    for (const GlobalRef& g : globals) {
+      const GlobalClass c = classify_use(g);
+      if (c == GlobalClass::Safe) continue;
+      auto& bucket = c == GlobalClass::Dangerous ? dangerous_ : unknown_;
+      const std::string global = g.module + "." + g.name;
+      auto& where = bucket[global];
+      if (where.size() < 16) where.push_back(fmt::format("{} at {}+0x{:x} ({})", global, member.empty() ? "pickle" : member, g.offset, g.opcode));
+    }
+  }
+
+  void emit(std::vector<Finding>& out) const {  // dangerous first
+    for (const auto& [global, where] : dangerous_) {
+      out.push_back({"dangerous-global", Severity::Error,
+                     fmt::format("pickle names {}, which Python's unpickler would import and may call: loading this file with "
+                                 "torch.load(weights_only=False) or pickle can run code",
+                                 global),
+                     "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a "
+                     "trusted source or re-save them as safetensors",
+                     where});
+    }
+    if (std::any_of(unknown_.begin(), unknown_.end(), [&](const auto& kv) { return !dangerous_.count(kv.first); })) {
+      std::string names;
+      std::vector<std::string> where;
+      for (const auto& [global, w] : unknown_) {
+        if (dangerous_.count(global)) continue;  // named and then called through OBJ / INST: reported as dangerous
+        names += (names.empty() ? "" : ", ") + global;
+        where.push_back(w.front());
+      }
+      out.push_back({"unknown-global", Severity::Warning,
+                     fmt::format("pickle names {} global(s) outside torch's weights_only allowlist: {}; torch.load(weights_only=True) "
+                                 "refuses the file, and weights_only=False would import them",
+                                 unknown_.size(), names),
+                     "inspect these classes before loading with weights_only=False, or allow them with "
+                     "torch.serialization.add_safe_globals",
+                     where});
+    }
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>> dangerous_, unknown_;
+};
+
+void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding>& out) {
+  for (const ScanProblem& p : problems) {
+    if (p.kind == ScanProblem::Kind::RenamedMember)
+      out.push_back({"dangerous-global", Severity::Error,
+                     fmt::format("zip member '{}' has local header name '{}': the names differ, a trick that hides a pickle "
+                                 "from scanners reading one of the two",
+                                 p.member, p.detail),
+                     "do not load this file; re-create it from a trusted source", {p.where}});
+    else
+      out.push_back({"scan-incomplete", Severity::Warning,
+                     fmt::format("pickle in {} is malformed ({}); the globals before that point were scanned",
+                                 p.member.empty() ? "the file" : p.member, p.detail),
+                     "treat the file as untrusted", {p.where}});
+  }
+}
+
+// findings() of a checkpoint that was read.
 void model_checks(const Checkpoint& ck, CheckResult& r) {
   r.format = ck.format;
-  r.findings = summarize(ck).findings;
-  auto m = model_findings(ck);
-  r.findings.insert(r.findings.end(), m.begin(), m.end());
+  r.findings = findings(ck, summarize(ck));
 }
 
 }  // namespace
+
+std::vector<Finding> findings(const Checkpoint& ck, const Summary& s) {
+  std::vector<Finding> out;
+  reader_rules(ck, out);
+  counting_rules(ck, s, out);
+  key_rules(ck, out);
+  code_rules(ck, out);
+  return out;
+}
+
+std::vector<Finding> summary_findings(const Checkpoint& ck, const Summary& s) {
+  std::vector<Finding> out = findings(ck, s);
+  GlobalGroups g;
+  g.add(ck.globals, ck.container == "zip" ? ck.prefix + "/data.pkl" : "pickle");
+  g.emit(out);
+  return out;
+}
+
+std::vector<Finding> scan_findings(const PickleScan& scan) {
+  GlobalGroups g;
+  for (const ScannedPickle& p : scan.pickles) g.add(p.globals, p.member);
+  std::vector<Finding> out;
+  g.emit(out);
+  problem_rules(scan.problems, out);
+  return out;
+}
 
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits) {
   CheckResult r;
@@ -216,7 +347,7 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
     r.read_error = e.render();
   }
   try {
-    auto sec = security_findings(*file, limits);
+    auto sec = scan_findings(scan_pickles(*file, limits));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
     if (r.read_error.empty()) r.read_error = e.render();
@@ -231,33 +362,17 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   try {
     const Checkpoint ck = read_checkpoint(path, limits);
     model_checks(ck, r);
-    if (ck.format == "dcp") {  // the .metadata pickle (the regions are torch.save zips of single tensors)
-      for (Finding f : security_findings(*MappedFile::open((std::filesystem::path(path) / ".metadata").string()), limits)) {
-        for (auto& w : f.where) w = ".metadata:" + w;
-        r.findings.push_back(std::move(f));
-      }
-      return r;
-    }
-    // The security scan of every shard; its locations name the shard.
-    const std::filesystem::path dir = std::filesystem::path(is_index_path(path) ? path : find_index(path)).parent_path();
-    for (const auto& s : ck.metadata.at("shards")) {
-      const std::string shard = s["file"].get<std::string>();
-      for (Finding f : security_findings(*MappedFile::open((dir / shard).string()), limits)) {
-        for (auto& w : f.where) w = shard + ":" + w;
-        r.findings.push_back(std::move(f));
+    // The files the reader named (shards, DCP's .metadata); the locations name the file.
+    for (const ScanFile& f : ck.scan_files) {
+      for (Finding x : scan_findings(scan_pickles(*MappedFile::open(f.path), limits))) {
+        for (auto& w : x.where) w = f.label + ":" + w;
+        r.findings.push_back(std::move(x));
       }
     }
   } catch (const InputError& e) {
     r.read_error = e.render();
   }
   return r;
-}
-
-std::vector<Finding> model_findings(const Checkpoint& ck) {
-  std::vector<Finding> out;
-  key_rules(ck, out);
-  code_rules(ck, out);
-  return out;
 }
 
 }  // namespace ckpt
