@@ -2,7 +2,7 @@
 """Write the fixtures for `ckpt summary FILE --example-input SPEC` and what PyTorch measures in one
 forward pass: per-module input / output sizes, call counts and FLOPs.
 
-Run with Debian's Python, which has torch 1.13:
+Run with Debian's Python, which has torch 1.13 (with torch 2.x it writes the cases of "torch 2.x" below):
 
     /usr/bin/python3 testdata/gen_forward.py [OUTDIR]      # OUTDIR defaults to testdata/forward
 
@@ -93,8 +93,8 @@ the run is checked not to take TransformerEncoderLayer's fast path
 out in 1.13): the dispatch mode sees aten.addmm / bmm instead.
 
 Everything is seeded, and the script re-executes itself with PYTHONHASHSEED=0, so a rerun writes
-byte-identical fixtures and expected.json, as long as it runs from the same path: the
-TorchScript files' .debug_pkl records hold this file's name.
+byte-identical fixtures and expected.json, as long as it runs from the same path and the model classes
+keep their lines: the TorchScript files' .debug_pkl records hold this file's name and line numbers.
 """
 
 import argparse
@@ -294,10 +294,21 @@ def prod(xs):
     return r
 
 
+# The kernels F.scaled_dot_product_attention dispatches to (torch 2.x; torch 1.13 has none of them).
+ATTENTION_KERNELS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+                     "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention")
+
+
 def op_flops(func, args, out):
     """torch.utils.flop_counter's formulas (torch 2.x); None for ops it does not count."""
     p = func.overloadpacket
     A = torch.ops.aten
+    if str(p) in ["aten." + k for k in ATTENTION_KERNELS]:   # flop_counter's sdpa_flop_count
+        bq, hq, sq, dq = args[0].shape
+        bk, hk, sk, dk = args[1].shape
+        bv, hv, sv, dv = args[2].shape
+        assert bq == bk == bv and hq == hk == hv and sk == sv and dq == dk
+        return 2 * bq * hq * sq * sk * dq + 2 * bq * hq * sq * sk * dv
     if p is A.mm:
         m, k = args[0].shape
         k2, n = args[1].shape
@@ -676,22 +687,206 @@ def cases_lazy(out):
                  resolved=resolved, totals=totals)]
 
 
-ORDER = ["convnet", "convnet_input_file", "transformer", "multi", "multi_tuple_file", "multi_dict_file",
-         "lazy", "lit_convnet", "bad_channels", "bad_token_ids", "bad_multi"]
+# ---------------------------------------------------------------------------------------------
+# torch 2.x cases (testdata/t26/forward)
+# ---------------------------------------------------------------------------------------------
+#
+# What torch 1.13 does not have: attention through F.scaled_dot_product_attention and torch 2.x's
+# TransformerEncoderLayer. Debian 12 only ships torch 1.13, so these run in the Debian 13 (trixie)
+# chroot, which ships python3-torch 2.6 (testdata/README.md says how); OUTDIR defaults to
+# testdata/t26/forward. Written there:
+#
+#   sdpa.pt         torch.jit.script of SdpaNet: qkv = Linear(32, 96), attn = SDPA (forward(q, k, v)
+#                   returns F.scaled_dot_product_attention(q, k, v)), proj = Linear(32, 32);
+#                   forward(x [B, T, 32]) splits qkv(x) into q, k, v of [B, 4, T, 8], calls attn,
+#                   merges the heads back to [B, T, 32] and returns proj of that
+#   mha.pt          torch.jit.script of MhaNet: layer = TransformerEncoderLayer(32, 4, 64,
+#                   dropout=0.0, batch_first=True); forward(x [B, T, 32]) returns layer(x)
+#   expected.json   the cases sdpa (file sdpa.pt, inputs ["2x16x32"]) and mha (file mha.pt, inputs
+#                   ["2x16x32"]), in the format above with two more fields per case:
+#
+#     attention_op        the aten op the dispatch mode saw for the attention: for sdpa the SDPA kernel
+#                         F.scaled_dot_product_attention dispatched to (torch 2.6 on CPU:
+#                         aten._scaled_dot_product_flash_attention_for_cpu); for mha
+#                         aten._transformer_encoder_layer_fwd when TransformerEncoderLayer took its
+#                         fast path (torch 2.6, eval, no grad, batch_first: it does), else the SDPA
+#                         kernel MultiheadAttention used
+#     flop_counter_total  torch.utils.flop_counter.FlopCounterMode(display=False).get_total_flops()
+#                         over the same forward of the eager model (no recorder), as a cross-check.
+#                         torch 2.6's FlopCounterMode registers no formula for
+#                         _scaled_dot_product_flash_attention_for_cpu nor _transformer_encoder_layer_fwd,
+#                         so it counts 0 for those: it is below "forward"."flops" for sdpa, and 0 for
+#                         mha's fast path.
+#
+#   and mha has unfused_flops: the recorder's FLOPs with the MHA fast path off (see case_mha).
+#
+# The recorder counts, beside the ops above, the attention kernels of ATTENTION_KERNELS (q, k, v = args
+# 0, 1, 2, shapes [B, H, S, D]): 2*B*H*Sq*Sk*Dq + 2*B*H*Sq*Sk*Dv (flop_counter's sdpa_flop_count).
+# aten.scaled_dot_product_attention itself is CompositeImplicitAutograd: the dispatch mode sees the
+# kernel it chose, never it. A fused op the mode sees as one (aten._transformer_encoder_layer_fwd)
+# counts 0, whatever it runs inside: the mode does not see the ops it calls.
+#
+# Checks (assertions): each TorchScript file loaded back runs on the same input to the same output
+# (sizes and values); sdpa's FLOPs equal a hand-derived count and its dispatch mode saw exactly one
+# attention kernel; mha's path is logged with the FLOPs the recorder measures when the MHA fast path
+# is disabled (torch.backends.mha.set_fastpath_enabled(False): addmm / SDPA kernel), which must equal
+# the hand-derived count of the unfused layer.
+
+class SDPA(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+class SdpaNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = 4
+        self.qkv = nn.Linear(32, 96)
+        self.attn = SDPA()
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x):
+        b, t, c = x.size(0), x.size(1), x.size(2)
+        d = c // self.heads
+        qkv = self.qkv(x).reshape(b, t, 3, self.heads, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]                        # [B, H, T, D]
+        y = self.attn(q, k, v)                                  # [B, H, T, D]
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class MhaNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+FUSED = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
+
+
+def flop_counter_total(model, args):
+    from torch.utils.flop_counter import FlopCounterMode   # torch 2.x only
+    fc = FlopCounterMode(display=False)
+    with torch.no_grad(), fc:
+        model(*args)
+    return fc.get_total_flops(), {str(op): n for op, n in fc.get_flop_counts().get("Global", {}).items()}
+
+
+def attention_op(r):
+    seen = [op for op in r.all_ops if op[len("aten."):] in ATTENTION_KERNELS + FUSED]
+    assert len(seen) >= 1, dict(r.all_ops)
+    fused = [op for op in seen if op[len("aten."):] in FUSED]
+    return fused[0] if fused else seen[0]
+
+
+def sdpa_hand_flops(b, t):
+    e, h = 32, 4
+    d = e // h
+    return 2 * b * t * e * 3 * e + (2 * b * h * t * t * d + 2 * b * h * t * t * d) + 2 * b * t * e * e
+
+
+def layer_hand_flops(b, t):
+    """The unfused TransformerEncoderLayer(32, 4, 64): in-proj, q k^T, att v, out-proj, linear1, linear2."""
+    e, ff, h = 32, 64, 4
+    d = e // h
+    return 2 * b * t * e * 3 * e + 2 * (2 * b * h * t * t * d) + 2 * b * t * e * e + 2 * (2 * b * t * e * ff)
+
+
+def log_ops(label, r, fc_total, fc_ops):
+    report_ops(label, r)
+    log("    all aten ops: %s" % ", ".join("%s x%d" % kv for kv in sorted(r.all_ops.items())))
+    log("    FlopCounterMode: total %d %s" % (fc_total, fc_ops))
+
+
+def case_sdpa(out):
+    net = build(SdpaNet, 10)
+    out.script("sdpa.pt", net)
+    torch.manual_seed(110)
+    x = torch.randn(2, 16, 32)
+    r, y, err = record(net, (x,))
+    assert err is None, err
+    fc_total, fc_ops = flop_counter_total(net, (x,))
+    log_ops("sdpa", r, fc_total, fc_ops)
+    kernels = [op for op in r.all_ops if op[len("aten."):] in ATTENTION_KERNELS]
+    assert len(kernels) == 1 and r.all_ops[kernels[0]] == 1, dict(r.all_ops)
+    hand = sdpa_hand_flops(2, 16)
+    log("    hand-derived sdpa flops %d: %s" % (hand, "OK" if hand == r.total else "MISMATCH"))
+    assert hand == r.total
+    check_scripted(out.path("sdpa.pt"), (x,), {}, y)
+    mods, fwd = case_result(r, y)
+    return case("sdpa", "sdpa.pt", None, ["2x16x32"], None, modules=mods, forward=fwd,
+                attention_op=attention_op(r), flop_counter_total=fc_total)
+
+
+def case_mha(out):
+    net = build(MhaNet, 11)
+    out.script("mha.pt", net)
+    torch.manual_seed(111)
+    x = torch.randn(2, 16, 32)
+    r, y, err = record(net, (x,))
+    assert err is None, err
+    fc_total, fc_ops = flop_counter_total(net, (x,))
+    log_ops("mha", r, fc_total, fc_ops)
+    op = attention_op(r)
+    log("    path: %s (%s)" % (op, "TransformerEncoderLayer fast path" if op.endswith(FUSED[0]) else "not the fast path"))
+
+    # For reference: the same forward with the MHA fast path off (the modules run one by one).
+    was = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        r2, y2, err2 = record(net, (x,))
+    finally:
+        torch.backends.mha.set_fastpath_enabled(was)
+    assert err2 is None and same_output(y, y2)
+    hand = layer_hand_flops(2, 16)
+    log("    fast path off: flops %d (hand-derived unfused layer %d: %s); ops %s" % (
+        r2.total, hand, "OK" if hand == r2.total else "MISMATCH",
+        ", ".join("%s x%d" % kv for kv in sorted(r2.all_ops.items()) if op_flops_named(kv[0]))))
+    assert hand == r2.total
+
+    check_scripted(out.path("mha.pt"), (x,), {}, y)
+    mods, fwd = case_result(r, y)
+    # ckpt counts the matmul family inside fused kernels too (it observes every operator LibTorch runs):
+    # for the fused layer that is the unfused forward's count, measured here with the fast path off.
+    return case("mha", "mha.pt", None, ["2x16x32"], None, modules=mods, forward=fwd,
+                attention_op=op, flop_counter_total=fc_total, unfused_flops=r2.total)
+
+
+def op_flops_named(name):
+    return name[len("aten."):] in ("mm", "addmm", "bmm", "baddbmm", "convolution", "_convolution") + ATTENTION_KERNELS
+
+
+# ---------------------------------------------------------------------------------------------
+
+# The torch version picks the cases: 1.13 writes testdata/forward, 2.x testdata/t26/forward.
+T2 = int(torch.__version__.split(".")[0]) >= 2
+
+if T2:
+    OUTDIR = os.path.join(HERE, "t26", "forward")
+    ORDER = ["sdpa", "mha"]
+else:
+    OUTDIR = os.path.join(HERE, "forward")
+    ORDER = ["convnet", "convnet_input_file", "transformer", "multi", "multi_tuple_file", "multi_dict_file",
+             "lazy", "lit_convnet", "bad_channels", "bad_token_ids", "bad_multi"]
 
 
 def main():
     if os.environ.get("PYTHONHASHSEED") != "0":   # TorchScript code/ may list constants in set order
         os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "forward"))
+    ap.add_argument("outdir", nargs="?", default=OUTDIR)
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     out = Out(args.outdir)
 
-    cases = cases_convnet(out) + cases_transformer(out) + cases_multi(out) + cases_lazy(out)
+    if T2:
+        cases = [case_sdpa(out), case_mha(out)]
+    else:
+        cases = cases_convnet(out) + cases_transformer(out) + cases_multi(out) + cases_lazy(out)
     byname = {c["name"]: c for c in cases}
     assert sorted(byname) == sorted(ORDER)
     cases = [byname[n] for n in ORDER]
@@ -718,8 +913,12 @@ def main():
         print("%-20s %7d bytes  sha256 %s" % (name, size, digest))
     assert total < MAX_TOTAL, total
     for c in cases:
-        print("  %-20s %s" % (c["name"], ("flops %d" % c["forward"]["flops"]) if "forward" in c
-                                  else "error in %r: %s" % (c["error"]["module"], c["error"]["message"])))
+        if "attention_op" in c:
+            print("  %-20s flops %d, FlopCounterMode %d, attention %s" % (
+                c["name"], c["forward"]["flops"], c["flop_counter_total"], c["attention_op"]))
+        else:
+            print("  %-20s %s" % (c["name"], ("flops %d" % c["forward"]["flops"]) if "forward" in c
+                                      else "error in %r: %s" % (c["error"]["module"], c["error"]["message"])))
     print("%d files, %d bytes; %d cases; torch %s -> %s" % (len(out.written), total, len(cases),
                                                            torch.__version__, args.outdir))
 

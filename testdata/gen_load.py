@@ -29,19 +29,37 @@ the raw bytes to torch.frombuffer), and load_state_dict of the TorchScript archi
 from arch.pt. Nothing here comes from ckpt. The tensor names of the existing fixtures are checked
 against their <name>.expected.json.
 
-Everything is seeded, and the script re-executes itself with PYTHONHASHSEED=0 (arch.pt's code/
-lists Final constants in set order), so a rerun writes byte-identical fixtures and expected.json,
-as long as it runs from the same path: arch.pt's .debug_pkl records hold this file's name.
+Run with torch 2.x (Debian 13's python3-torch 2.6, in the trixie chroot: testdata/README.md), it
+writes only OUTDIR/load_expected.json (OUTDIR defaults to testdata/t26): the "loads" part for the
+files torch 1.13 cannot read or cannot represent, every fixture in t26/ and the
+torch.distributed.checkpoint directories formats/dcp and formats/dcp_2rank, plus
+dtypes_new_in_torch2; no fixture is written. Its values come from torch 2.6: torch.load
+(weights_only=False) of each file (its model part), torch.jit.load(...).state_dict() of the
+TorchScript archives (*.ts.pt), and for a DCP directory torch.distributed.checkpoint.load into
+tensors allocated from its metadata (one process, no process group), cross-checked against
+format_utils.dcp_to_torch_save + torch.load. Further cross-checks there: for each DCP chunk, the
+CRC-32 of the data/0 record of the torch.save zip embedded in the .distcp file at the offset the
+directory's expected.json names equals the crc32 of that piece of the tensor; NaN / Inf counts of
+float8 dtypes equal those of the same tensor converted to float32.
+
+In both, for a tensor that is exactly one whole storage the crc32 is the CRC-32 the zip stores for
+its data/ record, and its bytes are the storage's bytes; the bytes numpy gives equal the uint8 view
+wherever numpy has the dtype. Everything is seeded, and the script re-executes itself with
+PYTHONHASHSEED=0 (arch.pt's code/ lists Final constants in set order), so a rerun writes
+byte-identical fixtures and json, as long as it runs from the same path and LoadNet keeps its
+lines: arch.pt's .debug_pkl records hold this file's name and LoadNet's line numbers.
 """
 
 import argparse
 import collections
+import io
 import json
 import os
 import pickle
 import re
 import struct
 import sys
+import tempfile
 import warnings
 import zipfile
 import zlib
@@ -56,36 +74,18 @@ import gen_fixtures as gf  # noqa: E402
 # t113/whole_module.pt pickles its classes as __main__.<Class>: make them resolvable here.
 from gen_fixtures import ConvBlock, FrozenNet, LazyNet, LitModel, SmallNet, TinyLM  # noqa: E402,F401
 
-warnings.filterwarnings("ignore")  # ComplexHalf / lazy-module / DataParallel chatter
+warnings.filterwarnings("ignore")  # ComplexHalf / lazy-module / DataParallel / TypedStorage / DCP chatter
 
+# The torch version picks what is written: 1.13 testdata/load, 2.x testdata/t26/load_expected.json.
+T2 = int(torch.__version__.split(".")[0]) >= 2
 UNINIT = nn.parameter.UninitializedTensorMixin
 MAX_FIXTURE = 50 * 1024
 
-CRC_DOC = ("zlib.crc32 of the tensor's elements in row-major order as raw little-endian bytes "
-           "(t.contiguous()), bf16/f16 as their 2-byte patterns, bool as 1 byte, complex as (re, im)")
-NAN_INF_DOC = ("nan = int(torch.isnan(t).sum()), inf = int(torch.isinf(t).sum()) (+Inf and -Inf) for "
-               "floating and complex dtypes (a complex element counts if either part is NaN / Inf), "
-               "0 for other dtypes")
-NOT_MAT_DOC = ("state-dict entries that are not materialized strided tensors, with a one-word reason: "
-               "'uninitialized' (lazy UninitializedParameter / UninitializedBuffer), 'meta', "
-               "'quantized', the layout for sparse tensors ('sparse_coo'), 'nested', or 'dtype' "
-               "(a safetensors dtype torch 1.13 lacks). They have no crc32.")
-MATCH_DOC = ("Key matching of the file's model tensors against arch.pt's state_dict() keys, as "
-             "load_state_dict(strict=True) does. missing = model keys the file lacks; unexpected = file "
-             "keys the model lacks; mismatched = keys in both whose shape or dtype differ (not in "
-             "missing / unexpected). missing / unexpected are what torch.jit.load('arch.pt')"
-             ".load_state_dict(file_sd minus mismatched keys, strict=False) returns, with the "
-             "mismatched keys taken out of missing; the shape mismatches are those its strict=True "
-             "error names ('size mismatch for ...'); dtype mismatches are compared directly (torch "
-             "converts them silently). All lists sorted. suggested_strip_prefix: the prefix that, "
-             "stripped from every file key, makes the keys match (known by construction, checked); "
-             "suggested_add_prefix: likewise for adding (null throughout). strip_prefix (optional): "
-             "the prefix stripped before matching (torch.nn.modules.utils."
-             "consume_prefix_in_state_dict_if_present). mismatched_detail: dtype and shape of each "
-             "mismatched key in the file and in the model. eager_missing: what the eager nn.Module's "
-             "load_state_dict reports as missing; it lacks 'bn.num_batches_tracked' when the state "
-             "dict has no _metadata version for the BatchNorm's own prefix (BatchNorm fills in a "
-             "version<2 checkpoint's counter), which the TorchScript module does not do.")
+# Dtypes Debian's LibTorch 1.13 lacks (ScalarType added later); reported when they occur (torch 2.x).
+NEW_IN_TORCH2 = ["float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "uint16", "uint32",
+                 "uint64", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
+# ckpt materializes the bits dtypes on no LibTorch: "dtype" in not_materialized.
+BITS = ["bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,35 +147,73 @@ def not_materialized_reason(t):
         return "nested"
     if t.layout != torch.strided:
         return str(t.layout).replace("torch.", "")
+    if dtype_name(t.dtype) in BITS:
+        return "dtype"
     return None
 
 
+def untyped(t):
+    """The untyped storage behind t (torch 1.13 reaches it through the typed one)."""
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+
+
+def storage_bytes(t):
+    """All bytes of the storage behind t."""
+    st = untyped(t)
+    u = torch.empty(0, dtype=torch.uint8)
+    u.set_(st, 0, (st.nbytes(),), (1,))
+    return u.numpy().tobytes()
+
+
 def raw_bytes(t):
-    """Row-major little-endian element bytes; dtypes numpy lacks go through a same-size twin."""
+    """Row-major little-endian element bytes of t, for every dtype (numpy lacks bf16, float8_*,
+    complex32): the contiguous copy flattened (0-dim too) and viewed as uint8; quantized tensors
+    give their stored integers (int_repr, what the file holds)."""
     assert sys.byteorder == "little"
-    t = t.detach().contiguous()
-    if t.is_quantized:
-        t = t.int_repr()          # the stored integers (what the file holds)
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    elif t.dtype == torch.complex32:
-        t = t.view(torch.int32)   # one (re f16, im f16) pair per element, re first
-    data = t.numpy().tobytes()
-    assert len(data) == t.numel() * t.element_size()
+    c = t.detach().contiguous()
+    if c.is_quantized:
+        c = c.int_repr()
+    c = c.reshape(-1)
+    data = c.view(torch.uint8).numpy().tobytes()
+    assert len(data) == t.numel() * t.element_size(), (t.dtype, len(data))
+    try:
+        via_numpy = c.numpy().tobytes()
+    except TypeError:          # "Got unsupported ScalarType ..."
+        via_numpy = None
+    if via_numpy is not None:
+        assert via_numpy == data, t.dtype
     return data
+
+
+def nan_inf(t):
+    if not (t.is_floating_point() or t.is_complex()):
+        return 0, 0
+    if dtype_name(t.dtype).startswith("float8_"):
+        f = t.to(torch.float32)
+        nan, inf = int(torch.isnan(f).sum()), int(torch.isinf(f).sum())
+        assert int(torch.isnan(t).sum()) == nan, t.dtype
+        try:
+            assert int(torch.isinf(t).sum()) == inf, t.dtype
+        except (NotImplementedError, RuntimeError) as e:   # "isinf" not implemented for 'Float8_e4m3fn'
+            assert "not implemented" in str(e), e
+        return nan, inf
+    return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
 
 
 def tensor_values(t):
     data = raw_bytes(t)
-    if t.is_floating_point() or t.is_complex():
-        nan, inf = int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
-    else:
-        nan = inf = 0
+    nan, inf = nan_inf(t)
     # Cross-check: for a tensor that is exactly its whole storage, the bytes are the storage's.
-    if not t.is_quantized and t.is_contiguous() and t.storage_offset() == 0 and t.storage().nbytes() == len(data):
-        assert bytes(t.storage().untyped()) == data
+    if not t.is_quantized and t.is_contiguous() and t.storage_offset() == 0 and untyped(t).nbytes() == len(data):
+        assert storage_bytes(t) == data
     return collections.OrderedDict(dtype=dtype_name(t.dtype), shape=list(t.shape),
                                    crc32=zlib.crc32(data) & 0xFFFFFFFF, nan=nan, inf=inf)
+
+
+def whole_storage(t):
+    return (not isinstance(t, str) and not not_materialized_reason(t) and not t.is_quantized
+            and t.is_contiguous() and t.storage_offset() == 0 and t.numel() > 0
+            and untyped(t).nbytes() == t.numel() * t.element_size())
 
 
 def check_zip_crcs(path, named):
@@ -187,17 +225,15 @@ def check_zip_crcs(path, named):
         crcs = {i.CRC for i in z.infolist() if "/data/" in i.filename}
     n = 0
     for name, t in named:
-        if isinstance(t, str) or not_materialized_reason(t) or t.is_quantized or not t.is_contiguous() \
-                or t.storage_offset() != 0 or t.storage().nbytes() != t.numel() * t.element_size() \
-                or t.numel() == 0:
-            continue
-        assert tensor_values(t)["crc32"] in crcs, (path, name)
-        n += 1
+        if whole_storage(t):
+            assert tensor_values(t)["crc32"] in crcs, (path, name)
+            n += 1
     return n
 
 
-def load_entry(rel, named, notes=None):
-    """named: (name, tensor-or-reason) in file order."""
+def load_entry(rel, named, notes=None, seen=None):
+    """named: (name, tensor-or-reason) in file order; seen (if given) collects the dtypes of
+    materialized tensors and of the entries not materialized for their dtype."""
     tensors, not_mat = collections.OrderedDict(), collections.OrderedDict()
     for name, t in named:
         assert name not in tensors and name not in not_mat, (rel, name)
@@ -207,8 +243,12 @@ def load_entry(rel, named, notes=None):
         reason = not_materialized_reason(t)
         if reason:
             not_mat[name] = reason
+            if reason == "dtype" and seen is not None:
+                seen.add(dtype_name(t.dtype))
         else:
             tensors[name] = tensor_values(t)
+            if seen is not None:
+                seen.add(tensors[name]["dtype"])
     e = collections.OrderedDict(file=rel, tensors=tensors, not_materialized=not_mat)
     if notes:
         e["notes"] = notes
@@ -238,7 +278,8 @@ def torch_file(path):
             obj = pickle.load(f)
         assert not gf.walk_tensors(obj, [])
         return []
-    return model_part(torch.load(path, map_location="cpu"))
+    return model_part(torch.load(path, map_location="cpu", weights_only=False))
+
 
 
 # safetensors dtype -> torch dtype name; the ones torch 1.13 lacks stay unresolved ("dtype").
@@ -302,31 +343,111 @@ def expected_names(testdata, rel):
         return [t["name"] for t in json.load(f)["tensors"]]
 
 
-def existing_loads(testdata):
-    rels = []
-    t113 = os.path.join(testdata, "t113")
-    rels += ["t113/" + f for f in sorted(os.listdir(t113)) if not f.endswith(".expected.json")]
-    rels += ["formats/model.safetensors", "formats/dtypes.safetensors", "formats/real_st.safetensors",
-             "formats/sharded_st", "formats/sharded_bin", "ts113/scripted.pt", "ts113/traced.pt"]
+def dcp_dir(dirpath, expected):
+    """Every tensor of a torch.distributed.checkpoint directory (torch 2.x), in .metadata order, read in
+    this one process (no process group: DCP warns and loads locally)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from torch.distributed.checkpoint.metadata import BytesStorageMetadata, TensorStorageMetadata
+
+    md = dcp.FileSystemReader(dirpath).read_metadata()
+    sd = collections.OrderedDict()
+    for name, m in md.state_dict_metadata.items():
+        if isinstance(m, TensorStorageMetadata):
+            # NaN / -1 fill: a region dcp.load did not write would show (and fail the cross-check)
+            fill = float("nan") if m.properties.dtype.is_floating_point else -1
+            sd[name] = torch.full(tuple(m.size), fill, dtype=m.properties.dtype)
+        else:
+            assert isinstance(m, BytesStorageMetadata), (name, type(m))
+    dcp.load(sd, storage_reader=dcp.FileSystemReader(dirpath))
+
+    # the same through DCP's own converter to a torch.save file
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "dcp.pt")
+        dcp_to_torch_save(dirpath, p)
+        conv = torch.load(p, map_location="cpu", weights_only=False)
+    for name, t in sd.items():
+        c = conv[name]
+        assert c.dtype == t.dtype and c.shape == t.shape and raw_bytes(c) == raw_bytes(t), name
+
+    # each chunk's region in the .distcp file is a torch.save zip whose data/0 CRC is the piece's crc32
+    chunks = 0
+    for e in expected["tensors"]:
+        t = sd[e["name"]]
+        for ch in e["chunks"]:
+            piece = t
+            for dim, (off, size) in enumerate(zip(ch["offsets"], ch["sizes"])):
+                piece = piece.narrow(dim, off, size)
+            with open(os.path.join(dirpath, ch["file"]), "rb") as f:
+                f.seek(ch["offset"])
+                region = f.read(ch["length"])
+            with zipfile.ZipFile(io.BytesIO(region)) as z:
+                crcs = [i.CRC for i in z.infolist() if i.filename.endswith("/data/0")]
+            assert len(crcs) == 1 and piece.numel() * piece.element_size() == ch["storage_bytes"], e["name"]
+            assert crcs[0] == zlib.crc32(raw_bytes(piece)) & 0xFFFFFFFF, (dirpath, e["name"], ch)
+            chunks += 1
+    return list(sd.items()), chunks
+
+
+def fixture_json(testdata, rel):
+    """The fixture's own <name>.expected.json (its "tensors" are the model part ckpt reports)."""
+    p = os.path.join(testdata, rel)
+    jp = p + ".expected.json" if os.path.isdir(p) else os.path.splitext(p)[0] + ".expected.json"
+    with open(jp) as f:
+        return json.load(f, object_pairs_hook=collections.OrderedDict)
+
+
+def loads_of(testdata, rels, seen=None):
+    """A "loads" entry per fixture (rels: paths under testdata), its tensor names checked against the
+    fixture's expected json, in the same order unless the format has none of its own (safetensors:
+    header order; DCP: .metadata order)."""
     entries = []
     for rel in rels:
         p = os.path.join(testdata, rel)
-        if os.path.isdir(p):
+        fx = fixture_json(testdata, rel)
+        want = [t["name"] for t in fx["tensors"]]
+        notes = None
+        in_order = not rel.endswith(".safetensors") and not rel.endswith("sharded_st")
+        if os.path.isdir(p) and os.path.exists(os.path.join(p, ".metadata")):
+            named, chunks = dcp_dir(p, fx)
+            notes = ("torch.distributed.checkpoint directory read with dcp.load(state_dict of "
+                     "torch.full tensors shaped from .metadata) in one process without a process "
+                     "group, equal to format_utils.dcp_to_torch_save + torch.load; %d chunk CRCs "
+                     "checked against the zips embedded in the .distcp files. Bytes entries are not "
+                     "tensors." % chunks)
+            in_order = False
+        elif os.path.isdir(p):
             named = sharded(p)
         elif rel.endswith(".safetensors"):
             named = st_file(p)
-        elif rel.startswith("ts113/"):
+        elif rel.startswith("ts113/") or rel.endswith(".ts.pt"):
             named = list(torch.jit.load(p, map_location="cpu").state_dict().items())
         else:
             named = torch_file(p)
         if os.path.isfile(p):
-            check_zip_crcs(p, named)
-        want = expected_names(testdata, rel)
+            whole = check_zip_crcs(p, named)
+            print("%-26s %2d of %2d tensors are whole storages, zip CRC checked" % (rel, whole, len(named)))
         assert sorted(n for n, _ in named) == sorted(want), (rel, [n for n, _ in named], want)
-        if not rel.endswith(".safetensors") and not rel.endswith("sharded_st"):
-            assert [n for n, _ in named] == want, rel   # same order too (safetensors: header order)
-        entries.append(load_entry(rel, named))
+        if in_order:
+            assert [n for n, _ in named] == want, rel
+        entries.append(load_entry(rel, named, notes=notes, seen=seen))
     return entries
+
+
+def t113_rels(testdata):
+    """What torch 1.13 reads: t113/, the safetensors and sharded formats, ts113's scripted and traced."""
+    t113 = os.path.join(testdata, "t113")
+    return ["t113/" + f for f in sorted(os.listdir(t113)) if not f.endswith(".expected.json")] + \
+        ["formats/model.safetensors", "formats/dtypes.safetensors", "formats/real_st.safetensors",
+         "formats/sharded_st", "formats/sharded_bin", "ts113/scripted.pt", "ts113/traced.pt"]
+
+
+def t26_rels(testdata):
+    """What only torch 2.x reads: the fixture files of t26/ and the DCP directories."""
+    t26 = os.path.join(testdata, "t26")
+    return ["t26/" + f for f in sorted(os.listdir(t26))
+            if not f.endswith(".json") and os.path.isfile(os.path.join(t26, f))] + \
+        ["formats/dcp", "formats/dcp_2rank"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,18 +695,74 @@ def file_state_dict(path):
 
 
 # ---------------------------------------------------------------------------------------------
+# expected.json
+# ---------------------------------------------------------------------------------------------
 
-def main():
-    if os.environ.get("PYTHONHASHSEED") != "0":   # arch.pt's code/ lists Final constants in set order
-        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "load"))
-    args = ap.parse_args()
-    os.makedirs(args.outdir, exist_ok=True)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    out = Out(args.outdir)
+# What the json's fields mean, as written into it; torch 2.x covers more dtypes.
+MAX_FIXTURE = 50 * 1024
 
+CRC_DOC = ("zlib.crc32 of the tensor's elements in row-major order as raw little-endian bytes "
+           "(t.contiguous()), bf16/f16 as their 2-byte patterns, bool as 1 byte, complex as (re, im)")
+NAN_INF_DOC = ("nan = int(torch.isnan(t).sum()), inf = int(torch.isinf(t).sum()) (+Inf and -Inf) for "
+               "floating and complex dtypes (a complex element counts if either part is NaN / Inf), "
+               "0 for other dtypes")
+NOT_MAT_DOC = ("state-dict entries that are not materialized strided tensors, with a one-word reason: "
+               "'uninitialized' (lazy UninitializedParameter / UninitializedBuffer), 'meta', "
+               "'quantized', the layout for sparse tensors ('sparse_coo'), 'nested', or 'dtype' "
+               "(a safetensors dtype torch 1.13 lacks). They have no crc32.")
+MATCH_DOC = ("Key matching of the file's model tensors against arch.pt's state_dict() keys, as "
+             "load_state_dict(strict=True) does. missing = model keys the file lacks; unexpected = file "
+             "keys the model lacks; mismatched = keys in both whose shape or dtype differ (not in "
+             "missing / unexpected). missing / unexpected are what torch.jit.load('arch.pt')"
+             ".load_state_dict(file_sd minus mismatched keys, strict=False) returns, with the "
+             "mismatched keys taken out of missing; the shape mismatches are those its strict=True "
+             "error names ('size mismatch for ...'); dtype mismatches are compared directly (torch "
+             "converts them silently). All lists sorted. suggested_strip_prefix: the prefix that, "
+             "stripped from every file key, makes the keys match (known by construction, checked); "
+             "suggested_add_prefix: likewise for adding (null throughout). strip_prefix (optional): "
+             "the prefix stripped before matching (torch.nn.modules.utils."
+             "consume_prefix_in_state_dict_if_present). mismatched_detail: dtype and shape of each "
+             "mismatched key in the file and in the model. eager_missing: what the eager nn.Module's "
+             "load_state_dict reports as missing; it lacks 'bn.num_batches_tracked' when the state "
+             "dict has no _metadata version for the BatchNorm's own prefix (BatchNorm fills in a "
+             "version<2 checkpoint's counter), which the TorchScript module does not do.")
+
+
+CRC_DOC_T2 = ("zlib.crc32 of the tensor's elements in row-major order as raw little-endian bytes "
+              "(t.contiguous()), bf16/f16 as their 2-byte patterns, float8_* as their 1-byte patterns, "
+              "uint16/32/64 as unsigned little-endian integers, bool as 1 byte, complex as (re, im) "
+              "(complex32: two float16 patterns); the bytes are t.contiguous().reshape(-1).view(torch.uint8)")
+NAN_INF_DOC_T2 = ("nan = int(torch.isnan(t).sum()), inf = int(torch.isinf(t).sum()) (+Inf and -Inf) for "
+                  "floating and complex dtypes (a complex element counts if either part is NaN / Inf), "
+                  "0 for other dtypes; torch 2.6 has no isinf for float8_e4m3fn / float8_e4m3fnuz / "
+                  "float8_e5m2fnuz (formats without Inf), so float8 counts are those of t.to(torch.float32) "
+                  "(exact; checked equal to isnan / isinf of t wherever torch has them)")
+NOT_MAT_DOC_T2 = ("state-dict entries that are not materialized strided tensors, with a one-word reason: "
+                  "'uninitialized' (lazy UninitializedParameter / UninitializedBuffer), 'meta', "
+                  "'quantized', the layout for sparse tensors ('sparse_coo'), 'nested', or 'dtype' "
+                  "(bits1x8 / bits2x4 / bits4x2 / bits8 / bits16: ckpt materializes bits dtypes on no "
+                  "LibTorch). They have no crc32.")
+NEW_DOC = ("dtypes_new_in_torch2: the dtypes occurring in these loads that Debian's LibTorch 1.13 lacks; "
+           "a ckpt linked against LibTorch 1.13 reports such tensors as skipped ('dtype ... is unknown "
+           "to LibTorch 1.13.0')")
+
+
+def write_json(path, doc):
+    text = json.dumps(doc, indent=1)
+    # lists of numbers / strings (shapes, key lists) on one line each
+    text = re.sub(r"\[\s*((?:-?\d+|\"[^\"\n]*\")(?:,\s*(?:-?\d+|\"[^\"\n]*\"))*)\s*\]",
+                  lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+    # and each tensor's {"dtype", "shape", "crc32", "nan", "inf"} on one line
+    text = re.sub(r'\{\n\s*("dtype": [^{}\n]*(?:\n\s*"[a-z0-9_]+": [^{}\n]*)*)\n\s*\}',
+                  lambda m: "{" + re.sub(r",\n\s*", ", ", m.group(1)) + "}", text)
+    assert json.loads(text) == doc
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def main_t113(outdir):
+    """testdata/load: the fixtures, their values and those of the torch 1.13 files, key matching."""
+    out = Out(outdir)
     arch = fx_arch(out)
     match_specs, notes = fx_state_dicts(out)
     notes["nan_inf.pt"] = fx_nan_inf(out)
@@ -598,7 +775,7 @@ def main():
         if name != "garbage_data.pt":   # its zip CRCs are those of the values before the overwrite
             assert check_zip_crcs(p, named) == len(named) - (name == "nan_inf.pt"), name  # f32_t: a view
         loads.append(load_entry("load/" + name, named, notes=notes[name]))
-    loads += existing_loads(HERE)
+    loads += loads_of(HERE, t113_rels(HERE))
 
     eager = LoadNet()
     matches = []
@@ -620,24 +797,55 @@ def main():
     doc["loads"] = loads
     doc["matches"] = matches
     jp = out.path("expected.json")
-    text = json.dumps(doc, indent=1)
-    # lists of numbers / strings (shapes, key lists) on one line each
-    text = re.sub(r"\[\s*((?:-?\d+|\"[^\"\n]*\")(?:,\s*(?:-?\d+|\"[^\"\n]*\"))*)\s*\]",
-                  lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
-    # and each tensor's {"dtype", "shape", "crc32", "nan", "inf"} on one line
-    text = re.sub(r'\{\n\s*("dtype": [^{}\n]*(?:\n\s*"[a-z0-9_]+": [^{}\n]*)*)\n\s*\}',
-                  lambda m: "{" + re.sub(r",\n\s*", ", ", m.group(1)) + "}", text)
-    assert json.loads(text) == doc
-    with open(jp, "w") as f:
-        f.write(text + "\n")
+    write_json(jp, doc)
 
     total = 0
     for name, size in out.written:
         total += size
         print("%-24s %7d bytes" % (name, size))
     print("%d fixtures, %d bytes; expected.json: %d loads, %d matches, %d bytes; torch %s -> %s" % (
-        len(out.written), total, len(loads), len(matches), os.path.getsize(jp), torch.__version__,
-        args.outdir))
+        len(out.written), total, len(loads), len(matches), os.path.getsize(jp), torch.__version__, outdir))
+
+
+def main_t26(outdir):
+    """testdata/t26/load_expected.json: the values torch 2.x reads from t26/ and the DCP directories."""
+    seen = set()
+    entries = loads_of(HERE, t26_rels(HERE), seen)
+    new = [d for d in NEW_IN_TORCH2 if d in seen]
+
+    doc = collections.OrderedDict()
+    doc["generator"] = "testdata/gen_load.py"
+    doc["torch_version"] = torch.__version__
+    doc["crc32"] = CRC_DOC_T2
+    doc["nan_inf"] = NAN_INF_DOC_T2
+    doc["not_materialized"] = NOT_MAT_DOC_T2
+    doc["dtypes_new_in_torch2_doc"] = NEW_DOC
+    doc["dtypes_new_in_torch2"] = new
+    doc["loads"] = entries
+    jp = os.path.join(outdir, "load_expected.json")
+    write_json(jp, doc)
+
+    for e in entries:
+        print("%-26s %2d tensors, %2d not materialized" % (e["file"], len(e["tensors"]),
+                                                           len(e["not_materialized"])))
+    print("%d loads, %d tensors, new dtypes %s; %d bytes; torch %s -> %s" % (
+        len(entries), sum(len(e["tensors"]) for e in entries), new, os.path.getsize(jp),
+        torch.__version__, jp))
+
+
+def main():
+    if os.environ.get("PYTHONHASHSEED") != "0":   # arch.pt's code/ lists Final constants in set order
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "t26" if T2 else "load"))
+    args = ap.parse_args()
+    os.makedirs(args.outdir, exist_ok=True)
+    torch.set_num_threads(1)
+    if T2:
+        main_t26(args.outdir)
+    else:
+        torch.use_deterministic_algorithms(True)
+        main_t113(args.outdir)
 
 
 if __name__ == "__main__":

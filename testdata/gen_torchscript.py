@@ -749,7 +749,7 @@ def fx_edited(out, base_exp):
 
 
 def check_t26_transformer():
-    """testdata/t26/transformer.ts.pt (torch 2.6, gen_fixtures_t2.py) calls
+    """testdata/t26/transformer.ts.pt (gen_fixtures.py under torch 2.6) calls
     torch.scaled_dot_product_attention: this torch must refuse to load it (read-only check)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t26", "transformer.ts.pt")
     if not os.path.exists(path):

@@ -1,29 +1,19 @@
-// One file per subcommand: an options struct, setup_x(CLI::App&) that binds flags to it, and
-// run_x(const XOptions&) returning the exit code. Tests construct the options structs directly.
+// The subcommands, one file each: an options struct, setup_x(CLI::App&) that binds flags to it, and
+// run_x(const XOptions&) returning the exit code; main.cc dispatches through its table of them. load
+// and summary's forward run in ckpt-torch only (load.cc, forward.cc); load's options are in both
+// binaries (load_setup.cc). Tests run the binaries (tests/cli), not these functions.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/common.h"
 #include "core/error.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
-
-// A command line that parses but makes no sense (unknown rule id): exit 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// --limit NAME=VALUE, shared by the commands that read files.
-struct LimitOptions {
-  std::vector<std::string> limits;
-  Limits resolve() const;  // throws UsageError
-};
-void add_limit_option(CLI::App* sub, LimitOptions& o);
 
 struct SummaryOptions : LimitOptions {
   std::string file;
@@ -56,8 +46,6 @@ struct CheckOptions : LimitOptions {
 void setup_check(CLI::App& app, CheckOptions& o);
 int run_check(const CheckOptions& o);
 
-
-
 struct DiffCliOptions : LimitOptions {
   std::string a, b;
   bool values = false;
@@ -82,11 +70,7 @@ struct LoadOptions : LimitOptions {
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);
-// ckpt-torch: does the load. ckpt: execs its sibling ckpt-torch with the same arguments.
+// ckpt-torch only: does the load. ckpt hands the command line over with run_load_overlapped (precheck.h).
 int run_load(const LoadOptions& o);
-[[noreturn]] void exec_torch_backend(int argc, char** argv, const char* what);
-
-// Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
-bool use_color(int fd);
 
 }  // namespace ckpt::cli

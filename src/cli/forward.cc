@@ -4,7 +4,6 @@
 
 #include <map>
 #include <set>
-#include <stdexcept>
 
 #include "cli/commands.h"
 #include "core/keys.h"
@@ -18,15 +17,11 @@
 namespace ckpt::cli {
 
 ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch, const ModelReport* model) {
-  c10::Device device(c10::kCPU);
+  const c10::Device device = torchb::parse_device(o.device);
   torchb::ExampleInputs inputs;
-  try {
-    device = torchb::parse_device(o.device);
-    if (o.example_input_file.empty()) inputs = torchb::parse_example_inputs(o.example_inputs, device);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  if (!o.example_input_file.empty()) {
+  if (o.example_input_file.empty()) {
+    inputs = torchb::parse_example_inputs(o.example_inputs, device);
+  } else {
     const Checkpoint in = read_checkpoint(o.example_input_file, o.resolve());
     inputs = torchb::load_example_inputs(in, device);
   }

@@ -62,13 +62,7 @@ uint64_t peak_rss_bytes() {
 int run_load(const LoadOptions& o) {
   const auto t0 = Clock::now();
   const double startup = process_age();
-  const c10::Device device = [&] {
-    try {
-      return torchb::parse_device(o.device);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }();
+  const c10::Device device = torchb::parse_device(o.device);
   torchb::MaterializeOptions mo;
   mo.device = device;
   mo.checksum = o.checksum;

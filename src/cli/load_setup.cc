@@ -1,14 +1,5 @@
 // `ckpt load` options. Both binaries parse them (so `ckpt load --help` and usage errors need no LibTorch);
-// ckpt then execs ckpt-torch, the sibling built with LibTorch, with the same arguments.
-#include <fmt/format.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-
+// ckpt then hands the command line to ckpt-torch, the sibling built with LibTorch (precheck.h).
 #include "cli/commands.h"
 
 namespace ckpt::cli {
@@ -30,30 +21,6 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   sub->add_flag("--checksum", o.checksum, "CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors, "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf");
   add_limit_option(sub, o);
-}
-
-void exec_torch_backend(int argc, char** argv, const char* what) {
-  std::string path;
-  if (const char* env = std::getenv("CKPT_TORCH"); env && *env) {
-    path = env;
-  } else {
-    char self[PATH_MAX];
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      path = self;
-      path = path.substr(0, path.rfind('/') + 1) + "ckpt-torch";
-    } else {
-      path = "ckpt-torch";
-    }
-  }
-  std::string arg0 = path;
-  argv[0] = arg0.data();
-  (void)argc;
-  ::execv(path.c_str(), argv);
-  throw EnvironmentError(fmt::format("{} needs ckpt-torch, the sibling binary built with LibTorch: cannot run {}: {} "
-                                     "(build it with LibTorch installed, or set CKPT_TORCH)",
-                                     what, path, std::strerror(errno)));
 }
 
 }  // namespace ckpt::cli

@@ -1,20 +1,36 @@
 // ckpt: inspect PyTorch checkpoints without Python and without running anything they contain.
-// Thin main: parse, dispatch to one run_x per subcommand, map errors to exit codes (the only exit).
+// Thin main: parse, dispatch through the command table, map errors to exit codes (the only exit).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <new>
 
 #include "cli/commands.h"
 #include "cli/precheck.h"
+#include "core/device.h"
 #include "core/error.h"
 
 #ifndef CKPT_VERSION
 #define CKPT_VERSION "0.0.0"
 #endif
 
+namespace {
+
+// A command that needs LibTorch runs in ckpt-torch; ckpt hands its command line over (to_torch), after
+// refusing what it can without LibTorch and without changing which error comes first (load's --device).
+struct Command {
+  const char* name;
+  std::function<bool()> needs_torch;  // null: never (ckpt-torch then exits normally, not with _Exit)
+  std::function<int()> run;           // in ckpt, only when !needs_torch()
+  std::function<int()> to_torch;      // ckpt: exec ckpt-torch, or fork and exec it (load, precheck.h)
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  using namespace ckpt::cli;
   CLI::App app{"ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, safetensors) without Python\n"
                "and without executing anything the file contains.",
                "ckpt"};
@@ -22,14 +38,30 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 unreadable or unsupported input,\n"
              "4 the environment cannot do it. See man ckpt.");
-  ckpt::cli::SummaryOptions summary;
-  ckpt::cli::setup_summary(app, summary);
-  ckpt::cli::CheckOptions check;
-  ckpt::cli::setup_check(app, check);
-  ckpt::cli::DiffCliOptions diff;
-  ckpt::cli::setup_diff(app, diff);
-  ckpt::cli::LoadOptions load;
-  ckpt::cli::setup_load(app, load);
+  SummaryOptions summary;
+  setup_summary(app, summary);
+  CheckOptions check;
+  setup_check(app, check);
+  DiffCliOptions diff;
+  setup_diff(app, diff);
+  LoadOptions load;
+  setup_load(app, load);
+  const Command commands[] = {
+      {"summary", [&] { return summary.wants_forward(); }, [&] { return run_summary(summary); },
+       // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
+       [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
+      {"check", nullptr, [&] { return run_check(check); }, nullptr},
+      {"diff", nullptr, [&] { return run_diff(diff); }, nullptr},
+#ifdef CKPT_WITH_TORCH
+      {"load", [] { return true; }, [&] { return run_load(load); },
+#else
+      {"load", [] { return true; }, nullptr,
+#endif
+       [&] {
+         ckpt::parse_device_spec(load.device);  // what run_load checks first: refused before any fork
+         return run_load_overlapped(argc, argv, load);
+       }},
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -37,30 +69,22 @@ int main(int argc, char** argv) {
     return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
   }
   try {
+    for (const Command& c : commands) {
+      if (!app.got_subcommand(c.name)) continue;
 #ifdef CKPT_WITH_TORCH
-    if (app.got_subcommand("summary")) {
-      const int rc = ckpt::cli::run_summary(summary);
-      std::fflush(stdout);
-      std::_Exit(rc);
-    }
+      if (c.needs_torch) {
+        // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.
+        const int rc = c.run();
+        std::fflush(stdout);
+        std::fflush(stderr);
+        std::_Exit(rc);
+      }
 #else
-    if (app.got_subcommand("summary") && summary.wants_forward()) ckpt::cli::exec_torch_backend(argc, argv, "ckpt summary --example-input");
-    if (app.got_subcommand("summary")) return ckpt::cli::run_summary(summary);
+      if (c.needs_torch && c.needs_torch()) return c.to_torch();
 #endif
-    if (app.got_subcommand("check")) return ckpt::cli::run_check(check);
-    if (app.got_subcommand("diff")) return ckpt::cli::run_diff(diff);
-#ifdef CKPT_WITH_TORCH
-    if (app.got_subcommand("load")) {
-      // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.
-      const int rc = ckpt::cli::run_load(load);
-      std::fflush(stdout);
-      std::fflush(stderr);
-      std::_Exit(rc);
+      return c.run();
     }
-#else
-    if (app.got_subcommand("load")) return ckpt::cli::run_load_overlapped(argc, argv, load);  // LibTorch: ckpt-torch
-#endif
-  } catch (const ckpt::cli::UsageError& e) {
+  } catch (const ckpt::UsageError& e) {
     fmt::print(stderr, "ckpt: error: {}\n", e.what());
     return ckpt::kExitUsage;
   } catch (const ckpt::InputError& e) {
@@ -75,6 +99,7 @@ int main(int argc, char** argv) {
     return ckpt::kExitBadInput;
   }
 #ifdef CKPT_WITH_TORCH
+  // After the ckpt errors above, which are std::exceptions too.
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
     fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", app.got_subcommand("summary") ? summary.file : load.file, what.substr(0, what.find('\n')));

@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 #include "cli/commands.h"
 #include "core/reader.h"
@@ -12,30 +11,6 @@
 #include "core/summary.h"
 
 namespace ckpt::cli {
-
-bool use_color(int fd) {
-  const char* nc = std::getenv("NO_COLOR");
-  return isatty(fd) && (nc == nullptr || nc[0] == '\0');
-}
-
-Limits LimitOptions::resolve() const {
-  Limits lim;
-  for (const std::string& kv : limits) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos) throw UsageError(fmt::format("--limit {}: expected NAME=VALUE", kv));
-    const std::string err = set_limit(lim, kv.substr(0, eq), kv.substr(eq + 1));
-    if (!err.empty()) throw UsageError("--limit: " + err);
-  }
-  return lim;
-}
-
-void add_limit_option(CLI::App* sub, LimitOptions& o) {
-  sub->add_option("--limit", o.limits, "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
-      ->type_name("NAME=VALUE")
-      ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
-      ->allow_extra_args(false);
-}
 
 void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");

@@ -47,6 +47,12 @@ class UnsupportedError : public InputError {
   using InputError::InputError;
 };
 
+// A command line that parses but makes no sense (unknown rule id, bad --device): exit 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // The environment cannot do what was asked (no CUDA, no LibTorch backend): exit 4.
 class EnvironmentError : public std::runtime_error {
  public:

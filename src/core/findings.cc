@@ -67,7 +67,8 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
     out.push_back({"uninitialized-parameters", Severity::Warning,
                    fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
                                "sizes are unknown and not counted: {}",
-                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", join(lazy, ", ", 8, ", and {} more")),
+                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are",
+                               join(lazy, ", ", 8, ", and {} more")),
                    "run one forward pass with a real input before saving, so lazy modules infer their shapes", std::move(lazy)});
   }
   if (!s.meta_entries.empty()) {
@@ -90,7 +91,8 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
                    "none needed; this is how tied weights are saved", tied});
   if (!views.empty())
     out.push_back({"storage-views", Severity::Info,
-                   fmt::format("{} storage(s) hold several different views: {}", views.size(), join(views, ", ", 4, ", and {} more")),
+                   fmt::format("{} storage(s) hold several different views: {}", views.size(),
+                               join(views, ", ", 4, ", and {} more")),
                    "none needed; each distinct view is counted, the storage once in storage_bytes", views});
 }
 

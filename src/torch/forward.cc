@@ -314,9 +314,9 @@ ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::D
   at::manual_seed(0);
   for (const std::string& spec : specs) {
     auto bad = [&](const std::string& why) {
-      return std::invalid_argument(fmt::format("--example-input {}: {} (expected DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224 or "
-                                               "1x128:int64:0..50257)",
-                                               spec, why));
+      return UsageError(fmt::format("--example-input {}: {} (expected DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224 or "
+                                    "1x128:int64:0..50257)",
+                                    spec, why));
     };
     std::vector<std::string> parts;
     for (size_t pos = 0;;) {

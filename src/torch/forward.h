@@ -38,7 +38,7 @@ struct ExampleInputs {
 
 // SPEC: DIMS[:DTYPE[:LOW..HIGH]], e.g. "2x3x224x224", "1x128:int64", "1x128:int64:0..50257". Values are
 // seeded: normal for floating and complex dtypes, uniform integers in [LOW, HIGH) (default [0, 2)) for
-// integer and bool dtypes. Throws std::invalid_argument naming the bad SPEC.
+// integer and bool dtypes. Throws UsageError naming the bad SPEC.
 ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::Device device);
 
 // A torch.save'd tensor (one argument), tuple or list of tensors (positional arguments) or dict of

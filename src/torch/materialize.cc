@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/device.h"
 #include "core/storage.h"
 #include "core/values.h"
 
@@ -23,14 +24,11 @@ namespace ckpt::torchb {
 std::string libtorch_version() { return TORCH_VERSION; }
 
 c10::Device parse_device(const std::string& spec) {
-  c10::Device d(c10::kCPU);
-  try {
-    d = c10::Device(spec);
-  } catch (const std::exception&) {
-    throw std::invalid_argument(fmt::format("--device '{}': expected meta, cpu, cuda or cuda:N", spec));
-  }
-  if (!d.is_cpu() && !d.is_meta() && !d.is_cuda())
-    throw std::invalid_argument(fmt::format("--device '{}': expected meta, cpu, cuda or cuda:N", spec));
+  const DeviceSpec ds = parse_device_spec(spec);
+  c10::Device d(ds.kind == DeviceSpec::Kind::Meta ? c10::kMeta : ds.kind == DeviceSpec::Kind::Cuda ? c10::kCUDA : c10::kCPU);
+  // As c10::Device("cuda:N") stores it: narrowed to DeviceIndex, and unchecked (the constructor taking an
+  // index asserts in debug builds of ckpt; the string one, compiled into LibTorch, never did).
+  if (ds.index >= 0) d.set_index(static_cast<c10::DeviceIndex>(ds.index));
   if (d.is_cuda()) {
     if (!at::hasCUDA())
       throw EnvironmentError(fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "

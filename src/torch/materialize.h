@@ -23,8 +23,8 @@ namespace ckpt::torchb {
 // "1.13.0" (the headers ckpt-torch was built against) and whether that LibTorch has CUDA.
 std::string libtorch_version();
 
-// Parses meta | cpu | cuda | cuda:N. Throws EnvironmentError when CUDA is asked for and this LibTorch or
-// this machine has none, UsageError-like std::invalid_argument for anything else.
+// Parses meta | cpu | cuda | cuda:N (core/device.h). Throws EnvironmentError when CUDA is asked for and
+// this LibTorch or this machine has none, UsageError for anything else.
 c10::Device parse_device(const std::string& spec);
 
 // at::ScalarType for a ckpt dtype; nullopt when the linked LibTorch does not know it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`ckpt load` against PyTorch's own numbers (testdata/load/expected.json, written by testdata/gen_load.py
-with torch 1.13, and testdata/t26/load_expected.json, written by testdata/gen_load_t2.py with torch 2.6 for
+with torch 1.13, and testdata/t26/load_expected.json, written by the same generator with torch 2.6 for
 the t26/ fixtures and the DCP directories): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf
 counts on CPU; the same tensors on meta without a byte read; key matching against a TorchScript --model;
 empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks.
@@ -11,55 +11,36 @@ With a ckpt linked against LibTorch 1.x, the torch 2.6 loads may differ in two k
 LibTorch 1.x lacks (transformer.ts.pt: aten::scaled_dot_product_attention) is refused with exit 3 naming
 it. With LibTorch 2.x every value must be exact.
 
-    load_cases.py --ckpt build/ckpt --root .
+The suite `load` of torch_cases.py, which runs it (run(t), t its harness):
+
+    torch_cases.py --ckpt build/ckpt --root . load
 """
-import argparse
 import json
 import os
-import subprocess
 import sys
 
-failures = []
-checks = [0]
+
+def load(t, *args):
+    return t.run("load", *args)
 
 
-def check(cond, what):
-    checks[0] += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+def load_json(t, *args):
+    return t.run_json("load", "--json", *args)
 
 
-def run(ckpt, *args):
-    p = subprocess.run([ckpt, "load", *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
-
-
-def load_json(ckpt, *args):
-    rc, out, err = run(ckpt, "--json", *args)
-    try:
-        return rc, json.loads(out), err
-    except json.JSONDecodeError:
-        return rc, None, err
-
-
-def libtorch_major(ckpt, td):
+def libtorch_major(t):
     """Major version of the LibTorch ckpt links against, from a report's "libtorch" field ("1.13.0")."""
-    rc, rep, err = load_json(ckpt, "--device", "meta", os.path.join(td, "load", "nan_inf.pt"))
+    rc, rep, err = load_json(t, "--device", "meta", os.path.join(t.td, "load", "nan_inf.pt"))
     v = (rep or {}).get("libtorch") or ""
-    check(v[:1].isdigit(), f"libtorch version: rc {rc} {v!r} {err.strip()}")
+    t.check(v[:1].isdigit(), f"libtorch version: rc {rc} {v!r} {err.strip()}")
     return int(v.split(".")[0]) if v[:1].isdigit() else None
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ckpt", required=True)
-    ap.add_argument("--root", required=True)
-    a = ap.parse_args()
-    td = os.path.join(a.root, "testdata")
+def run(t):
+    td = t.td
     exp = json.load(open(os.path.join(td, "load", "expected.json")))
     loads = list(exp["loads"])
-    # torch 2.6 fixtures (t26/, formats/dcp*): values from testdata/gen_load_t2.py, when it has been run.
+    # torch 2.6 fixtures (t26/, formats/dcp*): values from testdata/gen_load.py under torch 2.6, when it has been run.
     new_dtypes, t26_files = set(), set()
     t26_path = os.path.join(td, "t26", "load_expected.json")
     if os.path.exists(t26_path):
@@ -67,7 +48,7 @@ def main():
         new_dtypes = set(exp26["dtypes_new_in_torch2"])
         t26_files = {c["file"] for c in exp26["loads"]}
         loads += exp26["loads"]
-    major = libtorch_major(a.ckpt, td) if t26_files else None
+    major = libtorch_major(t) if t26_files else None
     accepted = {"skipped": 0, "refused": 0}
 
     # 1. CPU: every value bit-exact (CRC-32), NaN/Inf as torch.isnan / torch.isinf count them.
@@ -76,18 +57,18 @@ def main():
         want, skipped = case["tensors"], case.get("not_materialized", {})
         if not want and not skipped:
             continue  # bare.pkl, t26/frozen.ts.pt: no tensors
-        rc, rep, err = load_json(a.ckpt, "--checksum", "--device", "cpu", path)
+        rc, rep, err = load_json(t, "--checksum", "--device", "cpu", path)
         if rep is None and case["file"] in t26_files and major is not None and major < 2 \
                 and rc == 3 and f"LibTorch {major}." in err and "aten::" in err:
             accepted["refused"] += 1   # a torch 2 operator in the TorchScript code: refused, nothing to compare
-            rc, out, err2 = run(a.ckpt, "--device", "meta", path)
-            check(rc == 3 and err2 == err and out == "", f"{case['file']} meta: rc {rc} {err2!r}")
+            rc, out, err2 = load(t, "--device", "meta", path)
+            t.check(rc == 3 and err2 == err and out == "", f"{case['file']} meta: rc {rc} {err2!r}")
             continue
         if rep is None:
-            check(False, f"{case['file']}: no JSON (rc {rc}): {err.strip()}")
+            t.check(False, f"{case['file']}: no JSON (rc {rc}): {err.strip()}")
             continue
-        check(rep["schema"] == "ckpt.load/1", f"{case['file']}: schema")
-        rows = {t["name"]: t for t in rep["tensors"]}
+        t.check(rep["schema"] == "ckpt.load/1", f"{case['file']}: schema")
+        rows = {x["name"]: x for x in rep["tensors"]}
         # LibTorch 1.x lacks the torch 2 dtypes: such a tensor may be skipped, saying so; nothing else may.
         unknown = set()
         if rep.get("libtorch", "").split(".")[0] == "1":
@@ -95,63 +76,63 @@ def main():
                        and "is unknown to LibTorch" in rows[n].get("reason", "")}
             accepted["skipped"] += len(unknown)
         want_rc = 1 if skipped or unknown else 0
-        check(rc == want_rc, f"{case['file']}: exit {rc}, expected {want_rc}")
-        check(set(rows) == set(want) | set(skipped), f"{case['file']}: names {sorted(set(rows) ^ (set(want) | set(skipped)))}")
+        t.check(rc == want_rc, f"{case['file']}: exit {rc}, expected {want_rc}")
+        t.check(set(rows) == set(want) | set(skipped), f"{case['file']}: names {sorted(set(rows) ^ (set(want) | set(skipped)))}")
         for name, w in want.items():
             r = rows.get(name)
             if not r:
                 continue
             ctx = f"{case['file']}:{name}"
             if name in unknown:
-                check(r["dtype"] == w["dtype"] and r["shape"] == w["shape"], f"{ctx}: skipped {r}")
+                t.check(r["dtype"] == w["dtype"] and r["shape"] == w["shape"], f"{ctx}: skipped {r}")
                 continue
-            check(r["state"] == "loaded", f"{ctx}: state {r['state']} {r.get('reason', '')}")
-            check(r["dtype"] == w["dtype"], f"{ctx}: dtype {r['dtype']} != {w['dtype']}")
-            check(r["shape"] == w["shape"], f"{ctx}: shape {r['shape']} != {w['shape']}")
-            check(r.get("crc32") == w["crc32"], f"{ctx}: crc32 {r.get('crc32')} != {w['crc32']}")
-            check(r.get("nan") == w["nan"] and r.get("inf") == w["inf"],
-                  f"{ctx}: nan/inf {r.get('nan')}/{r.get('inf')} != {w['nan']}/{w['inf']}")
+            t.check(r["state"] == "loaded", f"{ctx}: state {r['state']} {r.get('reason', '')}")
+            t.check(r["dtype"] == w["dtype"], f"{ctx}: dtype {r['dtype']} != {w['dtype']}")
+            t.check(r["shape"] == w["shape"], f"{ctx}: shape {r['shape']} != {w['shape']}")
+            t.check(r.get("crc32") == w["crc32"], f"{ctx}: crc32 {r.get('crc32')} != {w['crc32']}")
+            t.check(r.get("nan") == w["nan"] and r.get("inf") == w["inf"],
+                    f"{ctx}: nan/inf {r.get('nan')}/{r.get('inf')} != {w['nan']}/{w['inf']}")
         for name, why in skipped.items():
             r = rows.get(name)
             if r:
-                check(r["state"] in ("skipped", "meta"), f"{case['file']}:{name}: {why} entry loaded as {r['state']}")
+                t.check(r["state"] in ("skipped", "meta"), f"{case['file']}:{name}: {why} entry loaded as {r['state']}")
         total_nan = sum(w["nan"] for n, w in want.items() if n not in unknown)
-        check(rep["totals"]["nan"] == total_nan, f"{case['file']}: totals.nan {rep['totals']['nan']} != {total_nan}")
+        t.check(rep["totals"]["nan"] == total_nan, f"{case['file']}: totals.nan {rep['totals']['nan']} != {total_nan}")
 
         # 2. meta: same names, dtypes and shapes, no byte of the file read.
-        rc, rep, err = load_json(a.ckpt, "--device", "meta", path)
+        rc, rep, err = load_json(t, "--device", "meta", path)
         if rep is None:
-            check(False, f"{case['file']} meta: no JSON (rc {rc}): {err.strip()}")
+            t.check(False, f"{case['file']} meta: no JSON (rc {rc}): {err.strip()}")
             continue
-        check(rep["totals"]["bytes_read"] == 0, f"{case['file']} meta: read {rep['totals']['bytes_read']} bytes")
-        rows = {t["name"]: t for t in rep["tensors"]}
+        t.check(rep["totals"]["bytes_read"] == 0, f"{case['file']} meta: read {rep['totals']['bytes_read']} bytes")
+        rows = {x["name"]: x for x in rep["tensors"]}
         for name, w in want.items():
             r = rows.get(name, {})
-            check(r.get("shape") == w["shape"] and r.get("dtype") == w["dtype"], f"{case['file']}:{name} meta: {r}")
+            t.check(r.get("shape") == w["shape"] and r.get("dtype") == w["dtype"], f"{case['file']}:{name} meta: {r}")
 
     # 3. Key matching against the TorchScript architecture, like load_state_dict(strict=True).
     for m in exp["matches"]:
         args = ["--device", "meta", "--model", os.path.join(td, m["model"])]
         if m.get("strip_prefix"):
             args += ["--strip-prefix", m["strip_prefix"]]
-        rc, rep, err = load_json(a.ckpt, *args, os.path.join(td, m["file"]))
+        rc, rep, err = load_json(t, *args, os.path.join(td, m["file"]))
         ctx = f"match {m['file']} {m.get('strip_prefix', '')}"
         if rep is None:
-            check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
+            t.check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
             continue
         got = rep["model"]
         ok = not (m["missing"] or m["unexpected"] or m["mismatched"])
-        check(rc == (0 if ok else 1), f"{ctx}: exit {rc}")
-        check(got["missing_keys"] == sorted(m["missing"]), f"{ctx}: missing {got['missing_keys']}")
-        check(got["unexpected_keys"] == sorted(m["unexpected"]), f"{ctx}: unexpected {got['unexpected_keys']}")
-        check([x["key"] for x in got["mismatched_keys"]] == sorted(m["mismatched"]), f"{ctx}: mismatched {got['mismatched_keys']}")
+        t.check(rc == (0 if ok else 1), f"{ctx}: exit {rc}")
+        t.check(got["missing_keys"] == sorted(m["missing"]), f"{ctx}: missing {got['missing_keys']}")
+        t.check(got["unexpected_keys"] == sorted(m["unexpected"]), f"{ctx}: unexpected {got['unexpected_keys']}")
+        t.check([x["key"] for x in got["mismatched_keys"]] == sorted(m["mismatched"]), f"{ctx}: mismatched {got['mismatched_keys']}")
         for x in got["mismatched_keys"]:
             d = m.get("mismatched_detail", {}).get(x["key"])
             if d:
-                check((x["file_shape"], x["file_dtype"], x["model_shape"], x["model_dtype"]) ==
-                      (d["file"]["shape"], d["file"]["dtype"], d["model"]["shape"], d["model"]["dtype"]), f"{ctx}: {x}")
-        check(got["suggested_strip_prefix"] == m["suggested_strip_prefix"], f"{ctx}: strip {got['suggested_strip_prefix']}")
-        check(got["suggested_add_prefix"] == m["suggested_add_prefix"], f"{ctx}: add {got['suggested_add_prefix']}")
+                t.check((x["file_shape"], x["file_dtype"], x["model_shape"], x["model_dtype"]) ==
+                        (d["file"]["shape"], d["file"]["dtype"], d["model"]["shape"], d["model"]["dtype"]), f"{ctx}: {x}")
+        t.check(got["suggested_strip_prefix"] == m["suggested_strip_prefix"], f"{ctx}: strip {got['suggested_strip_prefix']}")
+        t.check(got["suggested_add_prefix"] == m["suggested_add_prefix"], f"{ctx}: add {got['suggested_add_prefix']}")
 
     # 4. Empty init into the architecture on CPU: FILE's values, ARCH's weights never read; a plain load reads them.
     arch = os.path.join(td, "load", "arch.pt")
@@ -159,80 +140,76 @@ def main():
     want = next(c for c in exp["loads"] if c["file"] == "load/sd_orig_mod.pt")["tensors"]
     for empty in (True, False):
         args = ["--checksum", "--model", arch, "--strip-prefix", "_orig_mod.", sd] + (["--empty-init"] if empty else [])
-        rc, rep, err = load_json(a.ckpt, *args)
+        rc, rep, err = load_json(t, *args)
         ctx = f"model load empty_init={empty}"
         if rep is None:
-            check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
+            t.check(False, f"{ctx}: no JSON (rc {rc}): {err.strip()}")
             continue
-        check(rc == 0, f"{ctx}: exit {rc} {err}")
-        rows = {t["name"]: t for t in rep["tensors"]}
+        t.check(rc == 0, f"{ctx}: exit {rc} {err}")
+        rows = {x["name"]: x for x in rep["tensors"]}
         for name, w in want.items():
-            check(rows.get(name[len("_orig_mod."):], {}).get("crc32") == w["crc32"], f"{ctx}: {name} crc32")
+            t.check(rows.get(name[len("_orig_mod."):], {}).get("crc32") == w["crc32"], f"{ctx}: {name} crc32")
         if empty:
-            check(rep["model"]["arch_bytes_read"] == 0 and rep["model"]["arch_bytes_skipped"] > 0, f"{ctx}: {rep['model']}")
-            check(rep["model"]["bytes_written_twice"] == 0, f"{ctx}: written twice")
+            t.check(rep["model"]["arch_bytes_read"] == 0 and rep["model"]["arch_bytes_skipped"] > 0, f"{ctx}: {rep['model']}")
+            t.check(rep["model"]["bytes_written_twice"] == 0, f"{ctx}: written twice")
         else:
-            check(rep["model"]["arch_bytes_read"] > 0 and rep["model"]["bytes_written_twice"] > 0, f"{ctx}: {rep['model']}")
+            t.check(rep["model"]["arch_bytes_read"] > 0 and rep["model"]["bytes_written_twice"] > 0, f"{ctx}: {rep['model']}")
 
     # 5. A file whose data region is garbage still loads on meta (no byte read) and on CPU shows the NaNs.
-    rc, rep, err = load_json(a.ckpt, "--device", "meta", os.path.join(td, "load", "garbage_data.pt"))
-    check(rc == 0 and rep and rep["totals"]["bytes_read"] == 0, f"garbage meta: rc {rc} {err}")
+    rc, rep, err = load_json(t, "--device", "meta", os.path.join(td, "load", "garbage_data.pt"))
+    t.check(rc == 0 and rep and rep["totals"]["bytes_read"] == 0, f"garbage meta: rc {rc} {err}")
 
     # 6. A tensor reaching past its storage: refused on every device, exit 3 naming file, member and offset.
     bad = os.path.join(td, "bad", "storage_overrun.pt")
     for dev in ("meta", "cpu"):
-        rc, out, err = run(a.ckpt, "--device", dev, bad)
-        check(rc == 3 and "storage_overrun.pt: plain_state_dict/data.pkl+0x" in err and out == "",
-              f"storage overrun {dev}: rc {rc} {err!r}")
+        rc, out, err = load(t, "--device", dev, bad)
+        t.check(rc == 3 and "storage_overrun.pt: plain_state_dict/data.pkl+0x" in err and out == "",
+                f"storage overrun {dev}: rc {rc} {err!r}")
 
     # 7. CUDA with a CPU-only LibTorch (or no GPU): exit 4 naming CUDA.
-    rc, out, err = run(a.ckpt, "--device", "cuda", os.path.join(td, "load", "nan_inf.pt"))
+    rc, out, err = load(t, "--device", "cuda", os.path.join(td, "load", "nan_inf.pt"))
     if rc != 0:
-        check(rc == 4 and "CUDA" in err and err.count("\n") == 1, f"cuda unavailable: rc {rc} {err!r}")
-    rc, out, err = run(a.ckpt, "--device", "tpu", os.path.join(td, "load", "nan_inf.pt"))
-    check(rc == 2, f"bad device: rc {rc}")
+        t.check(rc == 4 and "CUDA" in err and err.count("\n") == 1, f"cuda unavailable: rc {rc} {err!r}")
+    rc, out, err = load(t, "--device", "tpu", os.path.join(td, "load", "nan_inf.pt"))
+    t.check(rc == 2, f"bad device: rc {rc}")
 
     # 8. TorchScript that the linked LibTorch cannot compile: exit 3 naming the missing operator and the version.
-    rc, out, err = run(a.ckpt, "--device", "meta", os.path.join(td, "ts113", "edited_sdpa.pt"))
-    check(rc == 3 and "aten::scaled_dot_product_attention" in err and "LibTorch" in err and "code/" in err,
-          f"edited_sdpa: rc {rc} {err!r}")
+    rc, out, err = load(t, "--device", "meta", os.path.join(td, "ts113", "edited_sdpa.pt"))
+    t.check(rc == 3 and "aten::scaled_dot_product_attention" in err and "LibTorch" in err and "code/" in err,
+            f"edited_sdpa: rc {rc} {err!r}")
 
     # 9. safetensors on CPU are zero-copy views of the mapping; DCP directories load every tensor
     #    (their values, from torch 2.6, are in t26/load_expected.json: torch 1.13 cannot read DCP).
     for name in ("model.safetensors", "dtypes.safetensors", "real_st.safetensors"):
-        rc, rep, err = load_json(a.ckpt, os.path.join(td, "formats", name))
-        check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
-              f"{name}: zero-copy: rc {rc} {rep and rep['totals']}")
+        rc, rep, err = load_json(t, os.path.join(td, "formats", name))
+        t.check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
+                f"{name}: zero-copy: rc {rc} {rep and rep['totals']}")
     for name in ("dcp", "dcp_2rank"):
         want = json.load(open(os.path.join(td, "formats", name + ".expected.json")))["totals"]
-        rc, rep, err = load_json(a.ckpt, os.path.join(td, "formats", name))
-        check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
-              f"{name}: rc {rc} {rep and rep['totals']} want {want}")
+        rc, rep, err = load_json(t, os.path.join(td, "formats", name))
+        t.check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
+                f"{name}: rc {rc} {rep and rep['totals']} want {want}")
 
     # 9b. ckpt checks every byte itself while ckpt-torch starts LibTorch, and hands the results over;
     #     ckpt-torch run directly checks by itself. Both give the same rows.
-    torch_bin = os.path.join(os.path.dirname(os.path.abspath(a.ckpt)), "ckpt-torch")
+    torch_bin = os.path.join(os.path.dirname(os.path.abspath(t.ckpt)), "ckpt-torch")
     f = os.path.join(td, "load", "nan_inf.pt")
-    rc1, rep1, _ = load_json(a.ckpt, "--checksum", f)
-    p = subprocess.run([torch_bin, "load", "--json", "--checksum", f], capture_output=True, text=True, timeout=300)
-    rep2 = json.loads(p.stdout) if p.returncode == 0 else None
-    check(rep1 and rep2 and rep1["tensors"] == rep2["tensors"], "overlapped and direct loads differ")
-    check(rep1 and rep1["time"]["check_seconds"] > 0 and rep2 and rep2["time"]["check_seconds"] == 0,
-          f"check_seconds: {rep1 and rep1['time']} / {rep2 and rep2['time']}")
+    rc1, rep1, _ = load_json(t, "--checksum", f)
+    rc2, rep2, _ = t.run_json("load", "--json", "--checksum", f, exe=torch_bin)
+    rep2 = rep2 if rc2 == 0 else None
+    t.check(rep1 and rep2 and rep1["tensors"] == rep2["tensors"], "overlapped and direct loads differ")
+    t.check(rep1 and rep1["time"]["check_seconds"] > 0 and rep2 and rep2["time"]["check_seconds"] == 0,
+            f"check_seconds: {rep1 and rep1['time']} / {rep2 and rep2['time']}")
 
     # 10. Text output: the table and totals, nothing on stderr when piped.
-    rc, out, err = run(a.ckpt, os.path.join(td, "load", "nan_inf.pt"))
-    check(rc == 0 and "NaN" in out and "f32_t" in out and err == "", f"text: rc {rc} {err!r}")
+    rc, out, err = load(t, os.path.join(td, "load", "nan_inf.pt"))
+    t.check(rc == 0 and "NaN" in out and "f32_t" in out and err == "", f"text: rc {rc} {err!r}")
 
     if t26_files:
         print(f"torch 2.6 loads: {len(t26_files)} files, LibTorch {major}.x; accepted as unsupported by it: "
               f"{accepted['skipped']} tensors of a new dtype skipped, {accepted['refused']} file(s) refused")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        return 1
-    print(f"load cases: all {checks[0]} checks passed")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import torch_cases
+    sys.exit(torch_cases.main(sys.argv[1:] + ["load"]))

@@ -20,12 +20,13 @@ SKIP_SUFFIXES = {".py", ".md", ".txt", ".sh"}
 
 # load / forward figures that change from run to run
 MASKS = [
-    (re.compile(r'"(seconds|startup_seconds|read_seconds|check_seconds|load_seconds|arch_seconds|peak_rss|gbps|bandwidth_gbps)": [0-9.e+-]+'),
+    (re.compile(r'"(seconds|startup_seconds|read_seconds|check_seconds|load_seconds|arch_seconds|peak_rss|peak_rss_bytes|gbps|bandwidth_gbps)": [0-9.e+-]+'),
      r'"\1": X'),
     (re.compile(r'\d+\.\d+ (s|ms|GB/s)\b'), r'X \1'),
     (re.compile(r'peak RSS [0-9.]+ [kMGTP]?B'), 'peak RSS X'),
     (re.compile(r'"libtorch": "[^"]*"'), '"libtorch": X'),
     (re.compile(r'LibTorch [0-9][0-9A-Za-z.+]*'), 'LibTorch X'),
+    (re.compile(r'^([WEI])\d{8} [0-9:.]+ +\d+ ', re.M), r'\1X '),  # glog prefix of LibTorch warnings
 ]
 
 
