@@ -3,8 +3,8 @@
 #include <string>
 
 #include "core/reader.h"
-#include "core/render.h"
 #include "core/findings.h"
+#include "core/render_summary.h"
 #include "core/summary.h"
 #include "targets.h"
 

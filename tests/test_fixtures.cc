@@ -6,7 +6,7 @@
 
 #include "core/findings.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/summary.h"
 #include "fixtures.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/summary.h"
 #include "fixtures.h"
 

@@ -9,7 +9,7 @@
 #include "core/findings.h"
 #include "core/model.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "fixtures.h"
 
 using nlohmann::json;

@@ -2,7 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
+#include "core/text.h"
 #include "fixtures.h"
 
 using namespace ckpt;
@@ -24,6 +25,17 @@ TEST_CASE("render: human_bytes") {
   CHECK(human_bytes(999) == "999 B");
   CHECK(human_bytes(4900) == "4.9 kB");
   CHECK(human_bytes(3'100'000'000ull) == "3.1 GB");
+}
+
+TEST_CASE("render: one joiner for every name list") {
+  const std::vector<std::string> v{"a", "b", "c", "d", "e"};
+  CHECK(join({}) == "");
+  CHECK(join(v) == "a, b, c, d, e");
+  CHECK(join(v, " | ") == "a | b | c | d | e");
+  CHECK(join(v, ", ", 5, ", and {} more") == "a, b, c, d, e");
+  CHECK(join(v, ", ", 4, ", and {} more") == "a, b, c, d, and 1 more");
+  CHECK(join(v, ", ", 3, " and {} more") == "a, b, c and 2 more");
+  CHECK(join(v, ", ", 2, ", ... ({} more)") == "a, b, ... (3 more)");
 }
 
 TEST_CASE("render: text table has Lightning's shape") {

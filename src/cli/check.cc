@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "core/findings.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
-#include "core/render.h"
-#include "core/findings.h"
+#include "core/render_report.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
@@ -61,46 +61,37 @@ int run_check(const CheckOptions& o) {
   std::error_code ec;
   if (!std::filesystem::exists(o.file, ec)) (void)MappedFile::open(o.file);  // the plain "cannot open" error, exit 3
   CheckResult result = run_checks(o.file, o.resolve());
-  std::vector<Finding>& all = result.findings;
-  const std::string& read_error = result.read_error;
-  std::vector<Finding> findings;
-  for (Finding& f : all) {
+  CheckReport rep;
+  rep.file = o.file;
+  rep.format = result.format;
+  rep.fail_on = o.fail_on;
+  rep.read_error = result.read_error;
+  for (Finding& f : result.findings) {
     if (!only.empty() && std::find(only.begin(), only.end(), f.id) == only.end()) continue;
     if (std::find(skip.begin(), skip.end(), f.id) != skip.end()) continue;
-    findings.push_back(std::move(f));
+    rep.findings.push_back(std::move(f));
   }
-  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) { return rank(a.severity) > rank(b.severity); });
+  std::stable_sort(rep.findings.begin(), rep.findings.end(),
+                   [](const Finding& a, const Finding& b) { return rank(a.severity) > rank(b.severity); });
 
   const int threshold = o.fail_on == "never" ? 99 : o.fail_on == "info" ? 0 : o.fail_on == "warning" ? 1 : 2;
-  size_t counts[3] = {0, 0, 0};
-  bool failed = false;
-  for (const Finding& f : findings) {
-    ++counts[rank(f.severity)];
-    failed |= rank(f.severity) >= threshold;
+  for (const Finding& f : rep.findings) {
+    ++rep.counts[rank(f.severity)];
+    rep.failed |= rank(f.severity) >= threshold;
   }
 
   if (o.json) {
-    write_check_json(o.file, result.format, findings, counts, o.fail_on, failed, read_error, stdout);
+    write_check_json(rep, stdout);
   } else {
-    const bool color = use_color(STDOUT_FILENO);
-    std::string out;
-    for (const Finding& f : findings) {
-      out += fmt::format("{}{}[{}]{}: {}\n", severity_color(f.severity, color), to_string(f.severity), f.id, color_reset(color),
-                         f.message);
-      for (size_t k = 0; k < f.where.size() && k < 8; ++k) out += fmt::format("  at: {}\n", f.where[k]);
-      if (f.where.size() > 8) out += fmt::format("  ... and {} more\n", f.where.size() - 8);
-      out += fmt::format("  fix: {}\n", f.fix);
-    }
-    out += fmt::format("{}: {} error(s), {} warning(s), {} info; --fail-on {}: {}\n", o.file, counts[2], counts[1], counts[0],
-                       o.fail_on, failed ? "FAIL" : "pass");
+    const std::string out = render_check_text(rep, use_color(STDOUT_FILENO));
     std::fwrite(out.data(), 1, out.size(), stdout);
   }
-  if (!read_error.empty()) {
+  if (!rep.read_error.empty()) {
     std::fflush(stdout);
-    fmt::print(stderr, "ckpt: error: {}\n", read_error);
+    fmt::print(stderr, "ckpt: error: {}\n", rep.read_error);
   }
-  if (failed) return kExitFindings;
-  return read_error.empty() ? kExitOk : kExitBadInput;
+  if (rep.failed) return kExitFindings;
+  return rep.read_error.empty() ? kExitOk : kExitBadInput;
 }
 
 }  // namespace ckpt::cli

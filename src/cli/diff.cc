@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "core/diff.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_report.h"
 
 namespace ckpt::cli {
 
@@ -31,14 +31,13 @@ int run_diff(const DiffCliOptions& o) {
   d.atol = o.atol;
   d.rtol = o.rtol;
   const DiffResult r = diff_checkpoints(*a, *b, d);
-  const bool same = o.values ? r.within_tolerance : r.equal;
   const std::string out = o.json ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
   std::fwrite(out.data(), 1, out.size(), stdout);
 #if defined(__SANITIZE_ADDRESS__)
   delete a;
   delete b;
 #endif
-  return same ? kExitOk : kExitFindings;  // like diff(1): 0 same, 1 different
+  return r.same(d) ? kExitOk : kExitFindings;  // like diff(1): 0 same, 1 different
 }
 
 }  // namespace ckpt::cli

@@ -18,7 +18,7 @@
 #include "core/keys.h"
 #include "core/load.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_report.h"
 #include "core/summary.h"
 #include "core/values.h"
 #include "torch/materialize.h"

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "core/reader.h"
-#include "core/render.h"
 #include "core/storage.h"
+#include "core/text.h"
 #include "core/values.h"
 
 namespace ckpt::cli {

@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/render_summary.h"
 #include "core/model.h"
 #include "core/findings.h"
 #include "core/summary.h"

@@ -39,6 +39,8 @@ struct DiffResult {
   double max_abs = 0.0;
   bool equal = true;                    // keys, dtypes, shapes (and values when compared) identical
   bool within_tolerance = true;         // as equal, values within tolerance (when compared)
+  // The verdict (exit code 0 and "same"): within tolerance when values were compared, else equal.
+  bool same(const DiffOptions& o) const { return o.values ? within_tolerance : equal; }
 };
 
 DiffResult diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& o);

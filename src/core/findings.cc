@@ -8,6 +8,7 @@
 
 #include "core/reader.h"
 #include "core/sharded.h"
+#include "core/text.h"
 
 namespace ckpt {
 
@@ -44,22 +45,6 @@ std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) 
   return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
 
-std::string names(const std::vector<std::string>& v, size_t n = 3) {
-  std::string out;
-  for (size_t k = 0; k < v.size() && k < n; ++k) out += (k ? ", " : "") + v[k];
-  if (v.size() > n) out += fmt::format(" and {} more", v.size() - n);
-  return out;
-}
-
-// The counting findings list entries as "a, b, c, and 5 more" (the key rules' names() puts no comma
-// before "and"): two helpers, so that both texts stay as they were.
-std::string list_names(const std::vector<std::string>& names, size_t most = 8) {
-  std::string out;
-  for (size_t k = 0; k < names.size() && k < most; ++k) out += (k ? ", " : "") + names[k];
-  if (names.size() > most) out += fmt::format(", and {} more", names.size() - most);
-  return out;
-}
-
 std::vector<std::string> entry_names(const Checkpoint& ck, const std::vector<size_t>& entries) {
   std::vector<std::string> out;
   out.reserve(entries.size());
@@ -82,7 +67,8 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
     out.push_back({"uninitialized-parameters", Severity::Warning,
                    fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
                                "sizes are unknown and not counted: {}",
-                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", list_names(lazy)),
+                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are",
+                               join(lazy, ", ", 8, ", and {} more")),
                    "run one forward pass with a real input before saving, so lazy modules infer their shapes", std::move(lazy)});
   }
   if (!s.meta_entries.empty()) {
@@ -90,20 +76,23 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
     out.push_back({"meta-tensors", Severity::Error,
                    fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
                                "no data!\": {}",
-                               meta.size(), meta.size() == 1 ? "entry is" : "entries are", list_names(meta)),
+                               meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
                    "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", std::move(meta)});
   }
   std::vector<std::string> tied, views;
-  for (const auto& g : s.tied_groups) tied.push_back(list_names(entry_names(ck, g), 4));
+  for (const auto& g : s.tied_groups) tied.push_back(join(entry_names(ck, g), ", ", 4, ", and {} more"));
   for (const auto& g : s.view_groups)
-    views.push_back(fmt::format("storage {}: {}", ck.tensors[g.front()].storage, list_names(entry_names(ck, g), 4)));
+    views.push_back(
+        fmt::format("storage {}: {}", ck.tensors[g.front()].storage, join(entry_names(ck, g), ", ", 4, ", and {} more")));
   if (!tied.empty())
     out.push_back({"tied-weights", Severity::Info,
-                   fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(), list_names(tied, 4)),
+                   fmt::format("{} group(s) of entries share one tensor and are counted once: {}", tied.size(),
+                               join(tied, ", ", 4, ", and {} more")),
                    "none needed; this is how tied weights are saved", tied});
   if (!views.empty())
     out.push_back({"storage-views", Severity::Info,
-                   fmt::format("{} storage(s) hold several different views: {}", views.size(), list_names(views, 4)),
+                   fmt::format("{} storage(s) hold several different views: {}", views.size(),
+                               join(views, ", ", 4, ", and {} more")),
                    "none needed; each distinct view is counted, the storage once in storage_bytes", views});
 }
 
@@ -138,7 +127,7 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back({"compiled-prefix", Severity::Warning,
                    fmt::format("{} of {} keys contain the _orig_mod segment of a torch.compile'd module ({}); "
                                "load_state_dict on the plain module reports them as unexpected",
-                               compiled.size(), nkeys, names(compiled)),
+                               compiled.size(), nkeys, join(compiled, ", ", 3, " and {} more")),
                    "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", first(compiled)});
   if (all_module)
     out.push_back({"ddp-prefix", Severity::Warning,
@@ -148,18 +137,18 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   if (!fabric.empty())
     out.push_back({"fabric-prefix", Severity::Warning,
                    fmt::format("{} keys carry Fabric's wrapper segment _forward_module / _original_module ({})", fabric.size(),
-                               names(fabric)),
+                               join(fabric, ", ", 3, " and {} more")),
                    "strip the wrapper segment, or save through fabric.save, which unwraps the module", first(fabric)});
   if (!ac.empty())
     out.push_back({"activation-checkpoint-prefix", Severity::Warning,
                    fmt::format("{} keys carry the _checkpoint_wrapped_module segment of checkpoint_wrapper ({}); note that "
                                "torch.compile rejects checkpoint(context_fn=...) unless an experimental flag is set",
-                               ac.size(), names(ac)),
+                               ac.size(), join(ac, ", ", 3, " and {} more")),
                    "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module", first(ac)});
   if (!fsdp.empty())
     out.push_back({"fsdp-sharded", Severity::Error,
                    fmt::format("{} keys are FSDP flat parameters or wrapped names ({}): this is a sharded / flattened state dict",
-                               fsdp.size(), names(fsdp)),
+                               fsdp.size(), join(fsdp, ", ", 3, " and {} more")),
                    "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", first(fsdp)});
   if (ck.content == Content::Lightning) {
     const std::string& k0 = ck.tensors.front().name;
@@ -251,7 +240,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back({"extra-entry-methods", Severity::Warning,
                    fmt::format("the root module exports {} method(s) besides forward that forward does not call: {}. Wrappers "
                                "(Fabric, DDP, torch.compile) only route forward",
-                               entries.size(), names(entries, 8)),
+                               entries.size(), join(entries, ", ", 8, " and {} more")),
                    "Fabric: fabric_module.mark_forward_method(\"<name>\"); torch.compile: compile each method separately",
                    entries});
 }

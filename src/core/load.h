@@ -1,6 +1,6 @@
 // The ckpt.load/1 report of `ckpt load`: what happened to each tensor, key matching against --model,
-// totals and timings, rendered as text or JSON. The checks it reports are elsewhere (storage.h, values.h,
-// keys.h); src/torch/ fills it while turning the tensors into at::Tensors on a device.
+// totals and timings. The checks it reports are elsewhere (storage.h, values.h, keys.h); src/torch/ fills
+// it while turning the tensors into at::Tensors on a device; render_report.h renders it as text or JSON.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,14 @@ namespace ckpt {
 // ---- the report (schema ckpt.load/1) ----
 // Loaded: on the device; Meta: a meta tensor in the file, left on meta; Skipped: not materialized.
 enum class LoadState : uint8_t { Loaded, Meta, Skipped };
-const char* to_string(LoadState s);
+inline const char* to_string(LoadState s) {
+  switch (s) {
+    case LoadState::Loaded: return "loaded";
+    case LoadState::Meta: return "meta";
+    case LoadState::Skipped: return "skipped";
+  }
+  return "?";
+}
 
 struct LoadedTensor {
   std::string name;                      // after renaming
@@ -57,12 +64,9 @@ struct LoadReport {
   uint64_t peak_rss = 0;                 // bytes
   std::vector<LoadedTensor> rows;
   std::vector<std::string> notes;        // one line each, shown under the table
-  bool incomplete() const;               // something a strict load would refuse
+  // something a strict load would refuse
+  bool incomplete() const { return skipped > 0 || (match && !match->ok()); }
   bool checked_values() const { return device != "meta"; }  // NaN / Inf counted (cpu, cuda)
 };
-
-// The table lists skipped / meta tensors and ones holding NaN or Inf, or every tensor with all_rows.
-std::string render_load_text(const LoadReport& r, bool color, bool all_rows = false);
-std::string load_json_text(const LoadReport& r);
 
 }  // namespace ckpt

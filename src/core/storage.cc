@@ -7,7 +7,7 @@
 
 #include "core/bytes.h"
 #include "core/reader.h"
-#include "core/render.h"
+#include "core/text.h"
 
 namespace ckpt {
 

@@ -1,71 +1,16 @@
-#include "core/render.h"
+#include "core/render_summary.h"
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
+#include "core/text.h"
+
 namespace ckpt {
 
-std::string human_count(uint64_t number) {
-  // lightning/pytorch/utilities/model_summary/model_summary.py get_human_readable_count
-  static const char* labels[] = {" ", "K", "M", "B", "T"};
-  const int digits = number > 0 ? static_cast<int>(std::floor(std::log10(static_cast<double>(number)))) + 1 : 1;
-  int groups = std::min((digits + 2) / 3, 5);
-  double x = static_cast<double>(number) * std::pow(10.0, -3 * (groups - 1));
-  const int index = groups - 1;
-  if (index < 1 || x >= 100) {
-    // Python's f"{int(number):,d}" truncates toward zero
-    uint64_t whole = static_cast<uint64_t>(x);
-    std::string w = std::to_string(whole);
-    for (int pos = static_cast<int>(w.size()) - 3; pos > 0; pos -= 3) w.insert(static_cast<size_t>(pos), ",");
-    return w + " " + labels[index];
-  }
-  return fmt::format("{:.1f} {}", x, labels[index]);
-}
-
-const char* severity_color(Severity sev, bool color) {
-  if (!color) return "";
-  return sev == Severity::Error ? "\x1b[1;31m" : sev == Severity::Warning ? "\x1b[1;33m" : "\x1b[1;36m";
-}
-
-std::string json_text(const nlohmann::ordered_json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-}
-
-std::string human_bytes(uint64_t n) {
-  if (n < 1000) return fmt::format("{} B", n);
-  static const char* units[] = {"kB", "MB", "GB", "TB", "PB"};
-  double x = static_cast<double>(n);
-  int u = -1;
-  while (x >= 1000 && u < 4) { x /= 1000; ++u; }
-  return fmt::format(x >= 100 ? "{:.0f} {}" : "{:.1f} {}", x, units[u]);
-}
-
 namespace {
-
-const char* format_title(const Checkpoint& ck) {
-  switch (ck.format) {
-    case Format::TorchZip: return "torch.save zip";
-    case Format::TorchLegacy: return "torch.save legacy stream (pre-1.6)";
-    case Format::Lightning:
-      return ck.container == Container::Zip ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
-    case Format::TorchScript: return "TorchScript archive";
-    case Format::Pickle: return "pickle";
-    case Format::Safetensors: return "safetensors";
-    case Format::Dcp: return "torch.distributed.checkpoint directory";
-    case Format::Sharded: return "sharded checkpoint (index + shards)";
-    case Format::None: break;
-  }
-  return "unknown";
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (size_t k = 0; k < v.size(); ++k) out += (k ? sep : "") + v[k];
-  return out;
-}
 
 // Python's str() of what Lightning's parse_batch_shape returns: [2, 3, 32, 32], [[4, 8], '?'], ?.
 void sizes_text(const nlohmann::ordered_json& v, bool top, std::string& out) {
@@ -121,9 +66,8 @@ std::string model_line(const ModelReport& m) {
   bits.push_back(fmt::format("{} keys matched, {} missing, {} unexpected, {} mismatched", m.matched, m.missing, m.unexpected, m.mismatched));
   if (!m.resolved.empty()) {
     std::vector<std::string> r;
-    for (size_t k = 0; k < m.resolved.size() && k < 8; ++k) r.push_back(m.resolved[k].first + " " + shape_text(m.resolved[k].second));
-    if (m.resolved.size() > 8) r.push_back(fmt::format("and {} more", m.resolved.size() - 8));
-    bits.push_back(fmt::format("{} lazy entries sized from it: {}", m.resolved.size(), join(r, ", ")));
+    for (const auto& [name, shape] : m.resolved) r.push_back(name + " " + shape_text(shape));
+    bits.push_back(fmt::format("{} lazy entries sized from it: {}", m.resolved.size(), join(r, ", ", 8, ", and {} more")));
   }
   return line + " (" + join(bits, "; ") + ")";
 }
@@ -322,11 +266,6 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   const Totals& T = s.totals;
   std::string out = header_lines(s, true) + "\n";
   Table t = module_table(s, o);
-  auto esc = [](std::string v) {
-    std::string r;
-    for (char c : v) r += c == '|' ? std::string("\\|") : std::string(1, c);
-    return r;
-  };
   out += "|   | " + join(t.heads, " | ") + " |\n|--:|";
   for (const auto& h : t.heads) out += (h == "Params" || h == "Buffers" || h == "Size") ? "--:|" : "---|";
   out += "\n";
@@ -334,7 +273,7 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
     out += fmt::format("| {} |", k);
     for (std::string cell : t.rows[k]) {
       while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-      out += " " + esc(cell) + " |";
+      out += " " + markdown_cell(cell) + " |";
     }
     out += "\n";
   }
@@ -351,25 +290,11 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
                      static_cast<double>(T.bytes) / 1e6);
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
   if (!s.findings.empty()) out += "\n";
-  for (const Finding& f : s.findings) out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, esc(f.message), f.fix);
+  for (const Finding& f : s.findings) out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message), f.fix);
   return out;
 }
 
 namespace {
-
-// Appends `v` as a JSON string. ASCII goes straight through; anything else takes nlohmann's path so that
-// invalid UTF-8 from a pickle becomes U+FFFD instead of broken JSON.
-void put_string(std::string& out, std::string_view v) {
-  bool simple = true;
-  for (unsigned char c : v) simple &= c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-  if (simple) {
-    out += '"';
-    out.append(v);
-    out += '"';
-  } else {
-    out += json_text(nlohmann::ordered_json(std::string(v)), -1);
-  }
-}
 
 void put_ints(std::string& out, const std::vector<int64_t>& v) {
   out += '[';
@@ -548,97 +473,6 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
 }
 
 }  // namespace
-
-void write_check_json(const std::string& file, const std::string& format, const std::vector<Finding>& findings,
-                      const size_t counts[3], const std::string& fail_on, bool failed, const std::string& read_error,
-                      std::FILE* f) {
-  using J = nlohmann::ordered_json;
-  J j;
-  j["schema"] = kCheckSchema;
-  j["file"] = file;
-  j["format"] = format.empty() ? J(nullptr) : J(format);
-  j["fail_on"] = fail_on;
-  j["failed"] = failed;
-  j["counts"] = J{{"error", counts[2]}, {"warning", counts[1]}, {"info", counts[0]}};
-  j["read_error"] = read_error.empty() ? J(nullptr) : J(read_error);
-  J fs = J::array();
-  for (const Finding& x : findings)
-    fs.push_back(J{{"id", x.id}, {"severity", to_string(x.severity)}, {"message", x.message}, {"fix", x.fix}, {"where", x.where}});
-  j["findings"] = std::move(fs);
-  const std::string out = json_text(j) + "\n";
-  std::fwrite(out.data(), 1, out.size(), f);
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
-  return out + "]";
-}
-
-std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
-                             const DiffResult& r, const DiffOptions& o) {
-  std::string out;
-  out += fmt::format("A: {} ({}, {} tensors)\n", a_path, format_title(a), a.tensors.size());
-  out += fmt::format("B: {} ({}, {} tensors)\n", b_path, format_title(b), b.tensors.size());
-  if (!r.prefix_op.empty())
-    out += fmt::format("renamed: B is A {} the '{}' prefix ({} keys paired through it)\n",
-                       r.prefix_op == "b_adds" ? "with" : "without", r.prefix, r.paired);
-  for (const auto& k : r.only_in_a) out += fmt::format("only in A: {}\n", k);
-  for (const auto& k : r.only_in_b) out += fmt::format("only in B: {}\n", k);
-  for (const TensorDiff& d : r.changed) {
-    const std::string name = d.a == d.b ? d.a : d.a + " -> " + d.b;
-    if (d.dtype_a != d.dtype_b) out += fmt::format("dtype: {}: {} -> {}\n", name, d.dtype_a, d.dtype_b);
-    if (d.shape_a != d.shape_b) out += fmt::format("shape: {}: {} -> {}\n", name, shape_text(d.shape_a), shape_text(d.shape_b));
-    if (d.state_changed) out += fmt::format("state: {}: materialized / meta / uninitialized differ\n", name);
-    if (d.compared && !d.values_equal) {
-      if (d.comparable)
-        out += fmt::format("values: {}: max abs diff {:.6g}, max rel diff {:.6g}{}\n", name, d.max_abs, d.max_rel,
-                           d.within ? " (within tolerance)" : "");
-      else
-        out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, d.dtype_a);
-    }
-  }
-  const bool same = o.values ? r.within_tolerance : r.equal;
-  out += fmt::format("{}: {} paired, {} only in A, {} only in B, {} changed{}\n", same ? "same" : "different", r.paired,
-                     r.only_in_a.size(), r.only_in_b.size(), r.changed.size(),
-                     o.values ? fmt::format("; values compared for {} (atol {}, rtol {})", r.compared, o.atol, o.rtol)
-                              : std::string("; values not compared (--values)"));
-  return out;
-}
-
-std::string diff_json_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
-                           const DiffResult& r, const DiffOptions& o) {
-  using J = nlohmann::ordered_json;
-  J j;
-  j["schema"] = kDiffSchema;
-  j["a"] = {{"file", a_path}, {"format", to_string(a.format)}, {"tensors", a.tensors.size()}};
-  j["b"] = {{"file", b_path}, {"format", to_string(b.format)}, {"tensors", b.tensors.size()}};
-  j["values_compared"] = o.values;
-  j["atol"] = o.atol;
-  j["rtol"] = o.rtol;
-  j["keys_equal"] = r.keys_equal;
-  j["prefix"] = r.prefix_op.empty() ? J(nullptr) : J{{r.prefix_op, r.prefix}};
-  j["paired"] = r.paired;
-  j["only_in_a"] = r.only_in_a;
-  j["only_in_b"] = r.only_in_b;
-  J changed = J::array();
-  for (const TensorDiff& d : r.changed) {
-    J c{{"a", d.a}, {"b", d.b}, {"dtype_a", d.dtype_a}, {"dtype_b", d.dtype_b}, {"shape_a", d.shape_a}, {"shape_b", d.shape_b}};
-    c["values_compared"] = d.compared;
-    if (d.compared) {
-      c["values_equal"] = d.values_equal;
-      c["max_abs_diff"] = d.comparable ? J(d.max_abs) : J(nullptr);
-      c["max_rel_diff"] = d.comparable ? J(d.max_rel) : J(nullptr);
-      c["within_tolerance"] = d.within;
-    }
-    changed.push_back(std::move(c));
-  }
-  j["changed"] = std::move(changed);
-  j["max_abs_diff"] = r.max_abs;
-  j["equal"] = r.equal;
-  j["within_tolerance"] = o.values ? J(r.within_tolerance) : J(nullptr);
-  return json_text(j) + "\n";
-}
 
 std::string summary_json_text(const Summary& s) {
   std::string out;

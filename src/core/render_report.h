@@ -1,0 +1,43 @@
+// The reports of `ckpt check`, `ckpt diff` and `ckpt load`: text and their JSON documents.
+// Data in, text out: nothing here reads files or decides what counts.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/diff.h"
+#include "core/load.h"
+
+namespace ckpt {
+
+// `ckpt check`: the findings (already filtered and ordered), counts by severity (info, warning, error),
+// the --fail-on level and verdict, and the read error when the file could not be read whole.
+struct CheckReport {
+  std::string file, format;
+  std::vector<Finding> findings;
+  size_t counts[3] = {0, 0, 0};
+  std::string fail_on;
+  bool failed = false;
+  std::string read_error;
+};
+
+constexpr const char* kCheckSchema = "ckpt.check/1";
+std::string render_check_text(const CheckReport& r, bool color);
+// The ckpt.check/1 document.
+void write_check_json(const CheckReport& r, std::FILE* out);
+
+// `ckpt diff`: text, and the ckpt.diff/1 document.
+constexpr const char* kDiffSchema = "ckpt.diff/1";
+std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
+                             const DiffResult& r, const DiffOptions& o);
+std::string diff_json_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
+                           const DiffResult& r, const DiffOptions& o);
+
+// `ckpt load`: text, and the ckpt.load/1 document. The table lists skipped / meta tensors and ones
+// holding NaN or Inf, or every tensor with all_rows.
+std::string render_load_text(const LoadReport& r, bool color, bool all_rows = false);
+std::string load_json_text(const LoadReport& r);
+
+}  // namespace ckpt
