@@ -13,7 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ckpt::Heap heap;
     ckpt::Unpickled u = ckpt::unpickle(f->view(), 0, heap, lim);
     (void)ckpt::plain_json(u.root).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  } catch (const ckpt::InputError&) {
-  }
+  } catch (const ckpt::InputError&) {}
   return 0;
 }

@@ -2,8 +2,8 @@
 // renderers, end to end as `ckpt summary` runs them.
 #include <string>
 
-#include "core/reader.h"
 #include "core/findings.h"
+#include "core/reader.h"
 #include "core/render_summary.h"
 #include "core/summary.h"
 #include "targets.h"
@@ -21,7 +21,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)ckpt::render_summary_text(s, o);
     (void)ckpt::render_summary_markdown(s, o);
     (void)ckpt::summary_json_text(s);
-  } catch (const ckpt::InputError&) {
-  }
+  } catch (const ckpt::InputError&) {}
   return 0;
 }

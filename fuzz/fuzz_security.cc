@@ -10,7 +10,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lim.pickle_ops = 1'000'000;
   try {
     (void)ckpt::scan_findings(ckpt::scan_pickles(*f, lim));
-  } catch (const ckpt::InputError&) {
-  }
+  } catch (const ckpt::InputError&) {}
   return 0;
 }

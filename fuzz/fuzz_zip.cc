@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string storage;
       (void)z.content(e, &storage, 1 << 20);
     }
-  } catch (const ckpt::InputError&) {
-  }
+  } catch (const ckpt::InputError&) {}
   return 0;
 }

@@ -2,8 +2,8 @@
 // and the ones that hide calls are reported as dangerous by the security scan.
 #include <doctest/doctest.h>
 
-#include "core/reader.h"
 #include "core/findings.h"
+#include "core/reader.h"
 #include "fixtures.h"
 
 using namespace ckpt;
@@ -19,9 +19,7 @@ TEST_CASE("bad corpus: exact errors and findings") {
     std::string error;
     try {
       (void)read_checkpoint(file);
-    } catch (const InputError& e) {
-      error = e.render();
-    }
+    } catch (const InputError& e) { error = e.render(); }
     CHECK(error == it.value().value("error", ""));
     if (it.value().contains("check")) {
       const CheckResult r = run_checks(file, Limits{});

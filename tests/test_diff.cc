@@ -46,7 +46,8 @@ TEST_CASE("diff: pairs computed by PyTorch") {
       const std::string name = v["a"];
       CAPTURE(name);
       const TensorDiff* d = nullptr;
-      for (const TensorDiff& x : r.changed) if (x.a == name) d = &x;
+      for (const TensorDiff& x : r.changed)
+        if (x.a == name) d = &x;
       REQUIRE(d != nullptr);
       CHECK(d->max_abs == doctest::Approx(v["max_abs_diff"].get<double>()).epsilon(1e-12));
       CHECK(d->max_rel == doctest::Approx(v["max_rel_diff"].get<double>()).epsilon(1e-12));

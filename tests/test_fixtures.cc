@@ -63,8 +63,7 @@ TEST_CASE("fixtures: totals equal PyTorch's counts") {
     if (e.contains("file") && e["file"].is_object()) {
       // "file" counts data/ records; TorchScript constants have storages of their own (constants/).
       CHECK(a["totals"]["storages"] == e["file"]["storages"].get<int>() + e.value("constants_tensors", 0));
-      CHECK(a["totals"]["file_storage_bytes"] ==
-            e["file"]["storage_bytes"].get<int>() + e.value("constants_storage_bytes", 0));
+      CHECK(a["totals"]["file_storage_bytes"] == e["file"]["storage_bytes"].get<int>() + e.value("constants_storage_bytes", 0));
     }
   }
 }
@@ -136,7 +135,8 @@ TEST_CASE("fixtures: Lightning and training-checkpoint metadata") {
     const json& md = a["metadata"];
     if (e.contains("metadata")) {
       const json& em = e["metadata"];
-      for (const char* k : {"epoch", "global_step", "pytorch-lightning_version", "hparams_name", "hyper_parameters", "callbacks", "loops"}) {
+      for (const char* k :
+           {"epoch", "global_step", "pytorch-lightning_version", "hparams_name", "hyper_parameters", "callbacks", "loops"}) {
         if (!em.contains(k)) continue;
         CAPTURE(k);
         CHECK(md[k] == em[k]);
@@ -154,8 +154,7 @@ TEST_CASE("fixtures: Lightning and training-checkpoint metadata") {
         CAPTURE(it.key());
         if (it->is_object())
           for (auto jt = it->begin(); jt != it->end(); ++jt) CHECK(md[it.key()][jt.key()] == jt.value());
-        else
-          CHECK(md[it.key()] == it.value());
+        else CHECK(md[it.key()] == it.value());
       }
     }
   }

@@ -21,9 +21,7 @@ TEST_CASE("formats: hostile safetensors and broken sharded indexes are refused w
     std::string error;
     try {
       (void)read_checkpoint((dir / j["fixture"].get<std::string>()).string());
-    } catch (const InputError& err) {
-      error = err.render();
-    }
+    } catch (const InputError& err) { error = err.render(); }
     CAPTURE(error);
     REQUIRE(!error.empty());
     CHECK(error.find(j["error_contains"].get<std::string>()) != std::string::npos);

@@ -28,9 +28,7 @@ std::string try_read(const std::string& bytes, const std::string& name) {
     const auto parsed = nlohmann::json::parse(summary_json_text(s));  // always valid JSON
     if (!parsed.is_object()) return "summary JSON is not an object";
     return "";
-  } catch (const InputError& e) {
-    return e.render();
-  }
+  } catch (const InputError& e) { return e.render(); }
 }
 
 }  // namespace
@@ -46,7 +44,7 @@ TEST_CASE("hostile: every fixture truncated at every length gives a clean error"
       const std::string msg = try_read(bytes.substr(0, len), f.id);
       if (msg.empty()) continue;
       ++errors;
-      CHECK(msg.rfind(f.id + ": ", 0) == 0);       // names the file
+      CHECK(msg.rfind(f.id + ": ", 0) == 0);  // names the file
       CHECK(msg.find('\n') == std::string::npos);  // one line
     }
     // Legacy streams can end early and still hold a whole prefix of pickles; zips never can.
@@ -74,8 +72,8 @@ TEST_CASE("hostile: errors name file, member and offset") {
   // Find data.pkl's BINUNICODE of the first key and make its length lie.
   const auto at = bytes.find("plain_state_dict/data.pkl");
   REQUIRE(at != std::string::npos);
-  const size_t data = at + std::string("plain_state_dict/data.pkl").size() +
-                      static_cast<uint8_t>(bytes[28]) + 256 * static_cast<uint8_t>(bytes[29]);
+  const size_t data = at + std::string("plain_state_dict/data.pkl").size() + static_cast<uint8_t>(bytes[28]) +
+                      256 * static_cast<uint8_t>(bytes[29]);
   // Within data.pkl, the first 'X' (BINUNICODE) after the protocol header.
   size_t x = bytes.find('X', data);
   REQUIRE(x != std::string::npos);
@@ -84,7 +82,8 @@ TEST_CASE("hostile: errors name file, member and offset") {
   bytes[x + 3] = '\x00';
   bytes[x + 4] = '\x10';  // 256 MiB: over what remains
   const std::string msg = try_read(bytes, "model.pt");
-  CHECK(msg.rfind(fmt::format("model.pt: plain_state_dict/data.pkl+0x{:x}: BINUNICODE: length 268435456 exceeds ", x - data), 0) == 0);
+  CHECK(msg.rfind(fmt::format("model.pt: plain_state_dict/data.pkl+0x{:x}: BINUNICODE: length 268435456 exceeds ", x - data),
+                  0) == 0);
 }
 
 TEST_CASE("hostile: not a checkpoint") {

@@ -99,7 +99,8 @@ TEST_CASE("render: In sizes / Out sizes as Lightning prints them, FLOPs column a
   f.flops = 3008;
   f.out_sizes = json::parse(R"([{"cls": [4, 3]}, [4, 2]])");
   f.modules["pair"] = ModuleForward{json::parse(R"([[4, 8], [4, 6]])"), json::parse(R"([[4, 8], "?"])"), 896, 1};
-  f.modules["heads"] = ModuleForward{json::parse("[4, 8]"), nlohmann::ordered_json::parse(R"({"cls": [4, 3], "box": [4, 4]})"), 448, 1};
+  f.modules["heads"] = ModuleForward{json::parse("[4, 8]"), nlohmann::ordered_json::parse(R"({"cls": [4, 3], "box": [4, 4]})"),
+                                     448, 1};
   s.forward = f;
   RenderOptions o;
   const std::string text = render_summary_text(s, o);

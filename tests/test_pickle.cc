@@ -13,7 +13,9 @@ namespace {
 
 // A byte string literal with embedded NULs kept.
 template <size_t N>
-std::string B(const char (&s)[N]) { return std::string(s, N - 1); }
+std::string B(const char (&s)[N]) {
+  return std::string(s, N - 1);
+}
 
 nlohmann::json load_plain(const std::string& bytes, const Limits& lim = Limits{}) {
   auto f = MappedFile::from_memory(bytes, "mem.pkl");
@@ -25,9 +27,7 @@ nlohmann::json load_plain(const std::string& bytes, const Limits& lim = Limits{}
 std::string error_of(const std::string& bytes, const Limits& lim = Limits{}) {
   try {
     load_plain(bytes, lim);
-  } catch (const InputError& e) {
-    return e.render();
-  }
+  } catch (const InputError& e) { return e.render(); }
   return "no error";
 }
 
@@ -63,13 +63,18 @@ TEST_CASE("pickle: globals are recorded, never resolved") {
 TEST_CASE("pickle: limits give one clear error each") {
   Limits lim;
   SUBCASE("string length beyond the data") {
-    std::string p("\x80\x02X\x00\x10\x00\x00" "abc", 10);
+    std::string p(
+        "\x80\x02X\x00\x10\x00\x00"
+        "abc",
+        10);
     CHECK(error_of(p) == "mem.pkl: +0x2: BINUNICODE: length 4096 exceeds 3 remaining bytes");
   }
   SUBCASE("string length beyond the limit") {
     lim.string_bytes = 2;
-    CHECK(error_of(std::string("\x80\x02X\x03\x00\x00\x00" "abc.", 11), lim) ==
-          "mem.pkl: +0x2: BINUNICODE: length 3 exceeds the limit of 2 bytes");
+    CHECK(error_of(std::string("\x80\x02X\x03\x00\x00\x00"
+                               "abc.",
+                               11),
+                   lim) == "mem.pkl: +0x2: BINUNICODE: length 3 exceeds the limit of 2 bytes");
   }
   SUBCASE("nesting depth") {
     lim.pickle_depth = 50;
@@ -94,7 +99,9 @@ TEST_CASE("pickle: limits give one clear error each") {
     for (int k = 0; k < 200; ++k) p += "N0";
     CHECK(error_of(p, lim).find("more than 100 opcodes") != std::string::npos);
   }
-  SUBCASE("memo key never stored") { CHECK(error_of(B("\x80\x02h\x07.")).find("memo key 7 was never stored") != std::string::npos); }
+  SUBCASE("memo key never stored") {
+    CHECK(error_of(B("\x80\x02h\x07.")).find("memo key 7 was never stored") != std::string::npos);
+  }
   SUBCASE("lying FRAME length") {
     std::string p("\x80\x04\x95\x00\x01\x00\x00\x00\x00\x00\x00N.", 13);
     CHECK(error_of(p).find("FRAME: frame length 256 exceeds 2 remaining bytes") != std::string::npos);
@@ -102,20 +109,27 @@ TEST_CASE("pickle: limits give one clear error each") {
   SUBCASE("unknown opcode") { CHECK(error_of("\x80\x02\xff").find("unknown opcode 0xff") != std::string::npos); }
   SUBCASE("stack underflow") { CHECK(error_of("\x80\x02R.").find("REDUCE: stack is empty") != std::string::npos); }
   SUBCASE("no STOP") { CHECK(error_of("\x80\x02N").find("data ends before STOP") != std::string::npos); }
-  SUBCASE("out-of-band buffer") { CHECK(error_of("\x80\x05\x97.").find("out-of-band buffers are not supported") != std::string::npos); }
+  SUBCASE("out-of-band buffer") {
+    CHECK(error_of("\x80\x05\x97.").find("out-of-band buffers are not supported") != std::string::npos);
+  }
   SUBCASE("SETITEM on a non-dict") { CHECK(error_of("\x80\x02NNNs.").find("target is not a dict") != std::string::npos); }
 }
 
 TEST_CASE("pickle: REDUCE of os.system stays an inert object") {
   // What `pickle.dumps(Evil())` with __reduce__ = (os.system, ("touch x",)) produces, protocol 2.
-  std::string p = B("\x80\x02" "cposix\nsystem\nq\x00X\x07\x00\x00\x00" "touch xq\x01\x85q\x02Rq\x03.");
+  std::string p = B(
+      "\x80\x02"
+      "cposix\nsystem\nq\x00X\x07\x00\x00\x00"
+      "touch xq\x01\x85q\x02Rq\x03.");
   auto v = load_plain(p);
   CHECK(v["__class__"] == "posix.system");
 }
 
 TEST_CASE("pickle: a list that contains itself is shown as a cycle, not walked forever") {
   // EMPTY_LIST, BINPUT 0, BINGET 0, APPEND, STOP
-  auto v = load_plain(B("\x80\x02]q\x00h\x00" "a."));
+  auto v = load_plain(
+      B("\x80\x02]q\x00h\x00"
+        "a."));
   REQUIRE(v.is_array());
   CHECK(v[0] == "<cycle>");
 }

@@ -43,7 +43,8 @@ TEST_CASE("torchscript: several classes in one file, and container children by a
   CHECK(root.qualified == "__torch__.WithMethods");
   bool calls_impl = false;
   for (const auto& m : root.methods)
-    if (m.name == "forward") calls_impl = std::find(m.self_calls.begin(), m.self_calls.end(), "_forward_impl") != m.self_calls.end();
+    if (m.name == "forward")
+      calls_impl = std::find(m.self_calls.begin(), m.self_calls.end(), "_forward_impl") != m.self_calls.end();
   CHECK(calls_impl);
 }
 

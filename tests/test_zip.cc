@@ -13,9 +13,7 @@ std::string zip_error(const std::string& bytes) {
     auto f = MappedFile::from_memory(bytes, "a.pt");
     ZipReader z(f->view(), Limits{});
     for (const auto& e : z.entries()) (void)z.data_offset(e);
-  } catch (const InputError& e) {
-    return e.render();
-  }
+  } catch (const InputError& e) { return e.render(); }
   return "";
 }
 }  // namespace
@@ -71,8 +69,11 @@ TEST_CASE("zip: lies in the directory are errors") {
     std::string b = good;
     const size_t local = b.find("plain_dict/data.pkl");
     b[local] = 'P';
-    CHECK(zip_error(b).find("local header name 'Plain_dict/data.pkl' differs from central directory name 'plain_dict/data.pkl'") !=
-          std::string::npos);
+    CHECK(
+        zip_error(b).find("local header name 'Plain_dict/data.pkl' differs from central directory name 'plain_dict/data.pkl'") !=
+        std::string::npos);
   }
-  SUBCASE("no end record") { CHECK(zip_error(good.substr(0, eocd)).find("no zip end-of-central-directory record") != std::string::npos); }
+  SUBCASE("no end record") {
+    CHECK(zip_error(good.substr(0, eocd)).find("no zip end-of-central-directory record") != std::string::npos);
+  }
 }

@@ -2,8 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -22,7 +22,8 @@ std::vector<std::string> split_ids(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     std::stringstream ss(a);
     std::string id;
-    while (std::getline(ss, id, ',')) if (!id.empty()) out.push_back(id);
+    while (std::getline(ss, id, ','))
+      if (!id.empty()) out.push_back(id);
   }
   return out;
 }
@@ -40,7 +41,10 @@ void setup_check(CLI::App& app, CheckOptions& o) {
       ->default_val("error");
   std::string ids;
   for (const RuleInfo& r : rule_catalogue()) ids += std::string(ids.empty() ? "" : ", ") + r.id;
-  sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)->type_name("IDS")->expected(1)->allow_extra_args(false);
+  sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)
+      ->type_name("IDS")
+      ->expected(1)
+      ->allow_extra_args(false);
   sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS")->expected(1)->allow_extra_args(false);
   add_limit_option(sub, o);
 }

@@ -19,11 +19,11 @@ struct SummaryOptions : LimitOptions {
   std::string file;
   int depth = 1;
   std::string format = "text";  // text | json | markdown
-  bool json = false;            // --json, same as --format json
-  std::string model;            // TorchScript architecture: sizes lazy entries, gives rows their types
+  bool json = false;  // --json, same as --format json
+  std::string model;  // TorchScript architecture: sizes lazy entries, gives rows their types
   std::string strip_prefix, add_prefix;
   std::vector<std::string> example_inputs;  // SPECs: one forward with LibTorch (ckpt-torch)
-  std::string example_input_file;           // torch.save'd tensor / tuple / dict of inputs
+  std::string example_input_file;  // torch.save'd tensor / tuple / dict of inputs
   std::string device = "cpu";
   bool wants_forward() const { return !example_inputs.empty() || !example_input_file.empty(); }
 };
@@ -33,7 +33,8 @@ void setup_summary(CLI::App& app, SummaryOptions& o);
 int run_summary(const SummaryOptions& o);
 
 // ckpt-torch only: the forward of FILE (a TorchScript archive), or of ARCH holding FILE's tensors.
-ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch, const ModelReport* model);
+ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch,
+                                  const ModelReport* model);
 
 struct CheckOptions : LimitOptions {
   std::string file;
@@ -61,12 +62,12 @@ struct LoadOptions : LimitOptions {
   std::string file;
   std::string device = "cpu";
   bool empty_init = false;
-  std::string model;              // TorchScript architecture to load FILE into
+  std::string model;  // TorchScript architecture to load FILE into
   std::string strip_prefix, add_prefix;
-  std::string dtype;              // convert floating tensors ("float16", "bfloat16", ...)
+  std::string dtype;  // convert floating tensors ("float16", "bfloat16", ...)
   bool json = false;
-  bool checksum = false;          // CRC-32 per tensor in the report
-  bool tensors = false;           // text: list every tensor, not only the ones worth a look
+  bool checksum = false;  // CRC-32 per tensor in the report
+  bool tensors = false;  // text: list every tensor, not only the ones worth a look
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);

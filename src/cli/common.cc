@@ -22,7 +22,8 @@ Limits LimitOptions::resolve() const {
 }
 
 void add_limit_option(CLI::App* sub, LimitOptions& o) {
-  sub->add_option("--limit", o.limits, "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
+  sub->add_option("--limit", o.limits,
+                  "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
       ->type_name("NAME=VALUE")
       ->type_size(1)
       ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
@@ -53,9 +54,10 @@ void exec_torch_backend(int argc, char** argv, const char* what) {
   argv[0] = arg0.data();
   (void)argc;
   ::execv(path.c_str(), argv);
-  throw EnvironmentError(fmt::format("{} needs ckpt-torch, the sibling binary built with LibTorch: cannot run {}: {} "
-                                     "(build it with LibTorch installed, or set CKPT_TORCH)",
-                                     what, path, std::strerror(errno)));
+  throw EnvironmentError(
+      fmt::format("{} needs ckpt-torch, the sibling binary built with LibTorch: cannot run {}: {} "
+                  "(build it with LibTorch installed, or set CKPT_TORCH)",
+                  what, path, std::strerror(errno)));
 }
 
 }  // namespace ckpt::cli

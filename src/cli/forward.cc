@@ -16,7 +16,8 @@
 
 namespace ckpt::cli {
 
-ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch, const ModelReport* model) {
+ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch,
+                                  const ModelReport* model) {
   const c10::Device device = torchb::parse_device(o.device);
   torchb::ExampleInputs inputs;
   if (o.example_input_file.empty()) {
@@ -27,7 +28,8 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
   }
 
   // On meta nothing is read: the code is compiled with every payload served as zeros.
-  torch::jit::Module module = device.is_meta() ? torchb::load_structure(arch ? *arch : file) : torchb::load_plain(arch ? *arch : file, device);
+  torch::jit::Module module = device.is_meta() ? torchb::load_structure(arch ? *arch : file)
+                                               : torchb::load_plain(arch ? *arch : file, device);
   if (arch) {
     // FILE's tensors replace ARCH's (shapes included: a FILE that does not fit fails in the forward,
     // naming the module). Lazy entries of FILE have no values: ARCH's stay.

@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <cstdio>
 #include <set>
 #include <stdexcept>
 
@@ -69,7 +69,8 @@ int run_load(const LoadOptions& o) {
   if (!o.dtype.empty()) {
     const DType* d = dtype_by_name(o.dtype);
     const auto st = d ? torchb::scalar_type(*d) : std::nullopt;
-    if (!st || d->cls != DTypeClass::Float) throw UsageError(fmt::format("--dtype {}: expected a floating dtype such as float16", o.dtype));
+    if (!st || d->cls != DTypeClass::Float)
+      throw UsageError(fmt::format("--dtype {}: expected a floating dtype such as float16", o.dtype));
     mo.dtype = st;
   }
   const Limits lim = o.resolve();
@@ -98,7 +99,8 @@ int run_load(const LoadOptions& o) {
   if (!o.model.empty()) {
     arch = new Checkpoint(read_checkpoint(o.model, lim));
     if (arch->format != Format::TorchScript)
-      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
+      throw UsageError(
+          fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
     rep.model = o.model;
     std::vector<const Tensor*> file_keys, model_keys;
     for (const Tensor& t : ck->tensors) file_keys.push_back(&t);
@@ -157,9 +159,10 @@ int run_load(const LoadOptions& o) {
     }
   }
   if (const auto& cs = ck->torchscript.constants; ck->format == Format::TorchScript && cs && cs->tensors > 0)
-    rep.notes.push_back(fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
-                                    "loads them with the code; they are not listed here",
-                                    cs->tensors));
+    rep.notes.push_back(
+        fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
+                    "loads them with the code; they are not listed here",
+                    cs->tensors));
 
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);

@@ -6,17 +6,21 @@ namespace ckpt::cli {
 
 void setup_load(CLI::App& app, LoadOptions& o) {
   auto* sub = app.add_subcommand(
-      "load", "Materialize a checkpoint on meta, CPU or CUDA (LibTorch, via ckpt-torch): time, bandwidth, memory, NaN/Inf, key matching");
+      "load",
+      "Materialize a checkpoint on meta, CPU or CUDA (LibTorch, via ckpt-torch): time, bandwidth, memory, NaN/Inf, key matching");
   sub->add_option("file", o.file, "Checkpoint (any format summary reads)")->required()->type_name("FILE");
-  sub->add_option("--device", o.device, "meta (no tensor byte read), cpu (zero-copy where aligned, every byte checked), cuda or cuda:N")
+  sub->add_option("--device", o.device,
+                  "meta (no tensor byte read), cpu (zero-copy where aligned, every byte checked), cuda or cuda:N")
       ->default_val("cpu");
   sub->add_flag("--empty-init", o.empty_init,
                 "With --model: build the architecture on meta without reading its own weights; only FILE's bytes fill it");
-  sub->add_option("--model", o.model, "TorchScript archive whose state_dict FILE must fit (strict key matching)")->type_name("ARCH");
+  sub->add_option("--model", o.model, "TorchScript archive whose state_dict FILE must fit (strict key matching)")
+      ->type_name("ARCH");
   sub->add_option("--strip-prefix", o.strip_prefix, "Remove this prefix from FILE's keys that start with it (e.g. _orig_mod.)")
       ->type_name("P");
   sub->add_option("--add-prefix", o.add_prefix, "Add this prefix to every FILE key (after --strip-prefix)")->type_name("P");
-  sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")->type_name("D");
+  sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")
+      ->type_name("D");
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.load/1)");
   sub->add_flag("--checksum", o.checksum, "CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors, "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf");

@@ -23,21 +23,24 @@ namespace {
 struct Command {
   const char* name;
   std::function<bool()> needs_torch;  // null: never (ckpt-torch then exits normally, not with _Exit)
-  std::function<int()> run;           // in ckpt, only when !needs_torch()
-  std::function<int()> to_torch;      // ckpt: exec ckpt-torch, or fork and exec it (load, precheck.h)
+  std::function<int()> run;  // in ckpt, only when !needs_torch()
+  std::function<int()> to_torch;  // ckpt: exec ckpt-torch, or fork and exec it (load, precheck.h)
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ckpt::cli;
-  CLI::App app{"ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, safetensors) without Python\n"
-               "and without executing anything the file contains.",
-               "ckpt"};
+  CLI::App app{
+      "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, safetensors) without Python\n"
+      "and without executing anything the file contains.",
+      "ckpt"};
   app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 unreadable or unsupported input,\n"
-             "4 the environment cannot do it. See man ckpt.");
+  app.footer(
+      "Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 "
+      "unreadable or unsupported input,\n"
+      "4 the environment cannot do it. See man ckpt.");
   SummaryOptions summary;
   setup_summary(app, summary);
   CheckOptions check;
@@ -47,20 +50,20 @@ int main(int argc, char** argv) {
   LoadOptions load;
   setup_load(app, load);
   const Command commands[] = {
-      {"summary", [&] { return summary.wants_forward(); }, [&] { return run_summary(summary); },
-       // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
-       [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
-      {"check", nullptr, [&] { return run_check(check); }, nullptr},
-      {"diff", nullptr, [&] { return run_diff(diff); }, nullptr},
+    {"summary", [&] { return summary.wants_forward(); }, [&] { return run_summary(summary); },
+     // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
+     [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
+    {"check", nullptr, [&] { return run_check(check); }, nullptr},
+    {"diff", nullptr, [&] { return run_diff(diff); }, nullptr},
 #ifdef CKPT_WITH_TORCH
-      {"load", [] { return true; }, [&] { return run_load(load); },
+    {"load", [] { return true; }, [&] { return run_load(load); },
 #else
-      {"load", [] { return true; }, nullptr,
+    {"load", [] { return true; }, nullptr,
 #endif
-       [&] {
-         ckpt::parse_device_spec(load.device);  // what run_load checks first: refused before any fork
-         return run_load_overlapped(argc, argv, load);
-       }},
+     [&] {
+       ckpt::parse_device_spec(load.device);  // what run_load checks first: refused before any fork
+       return run_load_overlapped(argc, argv, load);
+     }},
   };
   try {
     app.parse(argc, argv);
@@ -102,7 +105,8 @@ int main(int argc, char** argv) {
   // After the ckpt errors above, which are std::exceptions too.
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
-    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", app.got_subcommand("summary") ? summary.file : load.file, what.substr(0, what.find('\n')));
+    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", app.got_subcommand("summary") ? summary.file : load.file,
+               what.substr(0, what.find('\n')));
     return ckpt::kExitBadInput;
   }
 #endif

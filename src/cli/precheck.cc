@@ -26,11 +26,11 @@ constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'C', 'H', 'K', '1'};
 #pragma pack(push, 1)
 struct Header {
   char magic[8];
-  uint8_t ok;         // 0: the parent could not read or check the file (the child then finds out itself)
-  uint8_t crc;        // CRC-32s included
-  uint64_t tensors;   // ck.tensors.size()
-  uint64_t file_size; // ck.file_size
-  double seconds;     // the parent's read + check time
+  uint8_t ok;  // 0: the parent could not read or check the file (the child then finds out itself)
+  uint8_t crc;  // CRC-32s included
+  uint64_t tensors;  // ck.tensors.size()
+  uint64_t file_size;  // ck.file_size
+  double seconds;  // the parent's read + check time
 };
 struct Record {
   uint64_t nan, inf;
@@ -136,8 +136,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   if (write_all(fds[1], &h, sizeof(h)) && h.ok) write_all(fds[1], records.data(), records.size() * sizeof(Record));
   ::close(fds[1]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return kExitEnvironment;

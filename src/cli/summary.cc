@@ -4,17 +4,19 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "core/findings.h"
+#include "core/model.h"
 #include "core/reader.h"
 #include "core/render_summary.h"
-#include "core/model.h"
-#include "core/findings.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
 
 void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
-  sub->add_option("file", o.file, "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive, safetensors, bare pickle, or a sharded checkpoint (directory or *.index.json)")
+  sub->add_option("file", o.file,
+                  "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive, safetensors, bare pickle, or "
+                  "a sharded checkpoint (directory or *.index.json)")
       ->required()
       ->type_name("FILE");
   sub->add_option("-d,--depth", o.depth, "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth")
@@ -24,26 +26,32 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->default_val("text");
   sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1)");
-  sub->add_option("--model", o.model,
-                  "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
-                  "the --example-input forward with FILE's tensors")
+  sub->add_option(
+         "--model", o.model,
+         "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
+         "the --example-input forward with FILE's tensors")
       ->type_name("ARCH");
-  sub->add_option("--strip-prefix", o.strip_prefix, "With --model: remove this prefix from FILE's keys (default: guessed when keys do not match)")
+  sub->add_option("--strip-prefix", o.strip_prefix,
+                  "With --model: remove this prefix from FILE's keys (default: guessed when keys do not match)")
       ->type_name("P");
-  sub->add_option("--add-prefix", o.add_prefix, "With --model: add this prefix to FILE's keys (after --strip-prefix)")->type_name("P");
-  auto* ex = sub->add_option("--example-input", o.example_inputs,
-                             "Run one forward (eval, no grad; LibTorch via ckpt-torch) on a seeded input of this shape, one per "
-                             "positional argument: DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224, 1x128:int64:0..50257. Fills FLOPs, "
-                             "In sizes, Out sizes")
+  sub->add_option("--add-prefix", o.add_prefix, "With --model: add this prefix to FILE's keys (after --strip-prefix)")
+      ->type_name("P");
+  auto* ex = sub->add_option(
+                    "--example-input", o.example_inputs,
+                    "Run one forward (eval, no grad; LibTorch via ckpt-torch) on a seeded input of this shape, one per "
+                    "positional argument: DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224, 1x128:int64:0..50257. Fills FLOPs, "
+                    "In sizes, Out sizes")
                  ->type_name("SPEC")
                  ->type_size(1)
                  ->expected(1, 1 << 20)  // repeatable, one SPEC each, so a following FILE is not swallowed
                  ->allow_extra_args(false);
-  sub->add_option("--example-input-file", o.example_input_file,
-                  "Like --example-input, with the inputs a torch.save'd tensor, tuple/list (positional) or dict (keywords) of tensors")
+  sub->add_option(
+         "--example-input-file", o.example_input_file,
+         "Like --example-input, with the inputs a torch.save'd tensor, tuple/list (positional) or dict (keywords) of tensors")
       ->type_name("F")
       ->excludes(ex);
-  sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")->default_val("cpu");
+  sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")
+      ->default_val("cpu");
   add_limit_option(sub, o);
 }
 
@@ -58,15 +66,17 @@ int run_summary(const SummaryOptions& o) {
   if (!o.model.empty()) {
     arch = new Checkpoint(read_checkpoint(o.model, lim));
     if (arch->format != Format::TorchScript)
-      throw UsageError(fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
+      throw UsageError(
+          fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
     model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
   } else if (!o.strip_prefix.empty() || !o.add_prefix.empty()) {
     throw UsageError("--strip-prefix / --add-prefix need --model");
   }
   if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
   if (o.wants_forward() && !arch && ck.format != Format::TorchScript)
-    throw UsageError(fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
-                                 o.file, to_string(ck.format)));
+    throw UsageError(
+        fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
+                    o.file, to_string(ck.format)));
   Summary s = summarize(ck);
   s.model = model;
 #ifdef CKPT_WITH_TORCH

@@ -41,8 +41,7 @@ class ByteView {
   // A sub-view [off, off+len); throws when it does not fit.
   ByteView sub(uint64_t off, uint64_t len, const char* what = "range") const {
     uint64_t end;
-    if (add_overflows(off, len, &end) || end > size_)
-      fail(off, fmt_range(what, off, len));
+    if (add_overflows(off, len, &end) || end > size_) fail(off, fmt_range(what, off, len));
     return ByteView(data_ + off, len, origin_, base_ + off);
   }
   ByteView sub_from(uint64_t off) const { return sub(off, off <= size_ ? size_ - off : 0); }
@@ -70,9 +69,15 @@ class ByteView {
   T be(uint64_t off) const {
     T v = le<T>(off);
     if constexpr (sizeof(T) == 8) {
-      uint64_t u; std::memcpy(&u, &v, 8); u = __builtin_bswap64(u); std::memcpy(&v, &u, 8);
+      uint64_t u;
+      std::memcpy(&u, &v, 8);
+      u = __builtin_bswap64(u);
+      std::memcpy(&v, &u, 8);
     } else if constexpr (sizeof(T) == 4) {
-      uint32_t u; std::memcpy(&u, &v, 4); u = __builtin_bswap32(u); std::memcpy(&v, &u, 4);
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      u = __builtin_bswap32(u);
+      std::memcpy(&v, &u, 4);
     }
     return v;
   }
@@ -85,8 +90,7 @@ class ByteView {
   }
 
   [[noreturn]] void fail(uint64_t off, const std::string& msg) const {
-    throw InputError(origin_ ? origin_->file : std::string(), origin_ ? origin_->member : std::string(),
-                     base_ + off, msg);
+    throw InputError(origin_ ? origin_->file : std::string(), origin_ ? origin_->member : std::string(), base_ + off, msg);
   }
 
  private:
@@ -110,14 +114,22 @@ class Cursor {
 
   uint8_t u8() { return v_.u8(pos_++); }
   template <typename T>
-  T le() { T v = v_.le<T>(pos_); pos_ += sizeof(T); return v; }
+  T le() {
+    T v = v_.le<T>(pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
   template <typename T>
-  T be() { T v = v_.be<T>(pos_); pos_ += sizeof(T); return v; }
+  T be() {
+    T v = v_.be<T>(pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
   // `n` bytes; `what` names the thing whose length this is for the error message.
   ByteView take(uint64_t n, const char* what) {
     if (n > remaining())
-      v_.fail(pos_, std::string(what) + " length " + std::to_string(n) + " exceeds " +
-                        std::to_string(remaining()) + " remaining bytes");
+      v_.fail(pos_, std::string(what) + " length " + std::to_string(n) + " exceeds " + std::to_string(remaining()) +
+                        " remaining bytes");
     ByteView out = v_.sub(pos_, n);
     pos_ += n;
     return out;

@@ -126,14 +126,15 @@ using J = nlohmann::ordered_json;
 
 J state_json(const TrainingInfo::State& s) { return J{{"count", s.count}, {"tensors", s.held.tensors}, {"bytes", s.held.bytes}}; }
 
-J data_json(const TrainingInfo::Data& d) {
-  return d.held ? J{{"tensors", d.held->tensors}, {"bytes", d.held->bytes}} : d.value;
-}
+J data_json(const TrainingInfo::Data& d) { return d.held ? J{{"tensors", d.held->tensors}, {"bytes", d.held->bytes}} : d.value; }
 
 J methods_json(const TorchScriptInfo& ts) {
   J out = J::array();
   for (const TsMethodInfo& m : ts.methods)
-    out.push_back({{"name", m.name}, {"reachable_from_forward", m.reachable_from_forward}, {"entry_point", m.entry_point}, {"calls", m.calls}});
+    out.push_back({{"name", m.name},
+                   {"reachable_from_forward", m.reachable_from_forward},
+                   {"entry_point", m.entry_point},
+                   {"calls", m.calls}});
   return out;
 }
 
@@ -156,8 +157,11 @@ J metadata_json(const Checkpoint& ck) {
       for (const TsConstant& c : ts.constants->items)
         items.push_back(c.is_tensor ? J{{"name", c.name}, {"dtype", c.dtype}, {"shape", c.shape}, {"numel", c.numel}}
                                     : J{{"name", c.name}, {"value", c.value}});
-      md["constants"] = {{"count", ts.constants->count}, {"tensors", ts.constants->tensors}, {"elements", ts.constants->elements},
-                         {"bytes", ts.constants->bytes}, {"items", std::move(items)}};
+      md["constants"] = {{"count", ts.constants->count},
+                         {"tensors", ts.constants->tensors},
+                         {"elements", ts.constants->elements},
+                         {"bytes", ts.constants->bytes},
+                         {"items", std::move(items)}};
       md["frozen"] = ts.frozen;
     }
     J files = J::array();

@@ -35,65 +35,77 @@ enum class Content : uint8_t { None, StateDict, Module, Lightning, Checkpoint, O
 // torch.layout of an entry, plus what ckpt tells apart: Sparse (a sparse rebuild that names no
 // layout), Quantized, Nested, Opaque (a rebuild function ckpt does not interpret). A sparse rebuild
 // may name any layout: Other keeps the name in Tensor::layout_name.
-enum class Layout : uint8_t { Strided, Sparse, SparseCoo, SparseCsr, SparseCsc, SparseBsr, SparseBsc, Quantized, Nested, Opaque, Other };
+enum class Layout : uint8_t {
+  Strided,
+  Sparse,
+  SparseCoo,
+  SparseCsr,
+  SparseCsc,
+  SparseBsr,
+  SparseBsc,
+  Quantized,
+  Nested,
+  Opaque,
+  Other
+};
 
 struct Tensor {
-  std::string name;                   // dotted path ("encoder.0.weight")
-  const DType* dtype = nullptr;       // nullptr only for uninitialized entries saved without a dtype
-  std::vector<int64_t> shape;         // empty for 0-dim; unset for uninitialized
+  std::string name;  // dotted path ("encoder.0.weight")
+  const DType* dtype = nullptr;  // nullptr only for uninitialized entries saved without a dtype
+  std::vector<int64_t> shape;  // empty for 0-dim; unset for uninitialized
   std::vector<int64_t> stride;
   int64_t numel = 0;
-  int64_t offset = 0;                 // storage offset in elements
-  uint64_t bytes = 0;                 // numel * itemsize (sparse: stored component bytes)
-  std::string storage;                // storage key ("0"), "" for none
-  std::string device = "cpu";         // saved location: "cpu", "cuda:0", "meta"
+  int64_t offset = 0;  // storage offset in elements
+  uint64_t bytes = 0;  // numel * itemsize (sparse: stored component bytes)
+  std::string storage;  // storage key ("0"), "" for none
+  std::string device = "cpu";  // saved location: "cpu", "cuda:0", "meta"
   bool requires_grad = false;
-  bool is_parameter_object = false;   // saved as torch.nn.Parameter (kind is then exact)
+  bool is_parameter_object = false;  // saved as torch.nn.Parameter (kind is then exact)
   TensorState state = TensorState::Materialized;
-  bool resolved = false;              // uninitialized, but sized from `summary --model ARCH` (counted)
+  bool resolved = false;  // uninitialized, but sized from `summary --model ARCH` (counted)
   TensorKind kind = TensorKind::Parameter;
-  bool kind_inferred = true;          // true when kind was guessed from the name / dtype
+  bool kind_inferred = true;  // true when kind was guessed from the name / dtype
   Layout layout = Layout::Strided;
-  std::string layout_name;            // Layout::Other: the layout as the file names it
-  std::string qscheme;                // quantized: per_tensor_affine, ...
-  double q_scale = 0.0;               // quantized per_tensor_affine: scale and zero point
+  std::string layout_name;  // Layout::Other: the layout as the file names it
+  std::string qscheme;  // quantized: per_tensor_affine, ...
+  double q_scale = 0.0;  // quantized per_tensor_affine: scale and zero point
   int64_t q_zero_point = 0;
-  std::string subclass;               // tensor subclass / unusual rebuild function, if any
-  const Value* identity = nullptr;    // the pickle node (same node = same Python object)
-  std::string shard;                  // sharded checkpoints: the shard file holding it
-  std::string layout_text() const;    // as JSON and messages name it ("strided", "sparse_coo", ...)
+  std::string subclass;  // tensor subclass / unusual rebuild function, if any
+  const Value* identity = nullptr;  // the pickle node (same node = same Python object)
+  std::string shard;  // sharded checkpoints: the shard file holding it
+  std::string layout_text() const;  // as JSON and messages name it ("strided", "sparse_coo", ...)
 };
 
 // torch.distributed.checkpoint: one piece of a tensor, stored as a torch.save blob of that piece in a
 // region of a .distcp file.
 struct Chunk {
   std::vector<int64_t> offsets, sizes;  // where the piece sits in the whole tensor
-  const MappedFile* file = nullptr;     // the .distcp file (kept alive by Checkpoint::keep_alive)
-  uint64_t offset = 0, length = 0;      // the region holding the blob
+  const MappedFile* file = nullptr;  // the .distcp file (kept alive by Checkpoint::keep_alive)
+  uint64_t offset = 0, length = 0;  // the region holding the blob
 };
 
 struct Storage {
   std::string key;
   const DType* dtype = nullptr;
-  uint64_t numel = 0;                 // in elements of dtype (UntypedStorage: bytes)
+  uint64_t numel = 0;  // in elements of dtype (UntypedStorage: bytes)
   uint64_t nbytes = 0;
   std::string device;
-  std::string_view member;            // zip entry holding the bytes, viewing the mapped file ("" for legacy streams)
-  uint64_t file_offset = 0;           // legacy / safetensors: where the bytes begin (0 = not located)
-  uint64_t local_header = UINT64_MAX; // zip archives: the member's local header (data follows it)
-  const MappedFile* source = nullptr; // the file holding the bytes when not the checkpoint's own (shards)
-  bool present = false;               // the bytes are in the file
-  bool in_model = false;              // referenced by the model (not only by optimizer state)
-  std::vector<Chunk> chunks;          // DCP: the bytes are assembled from these (contiguous, of `shape`)
-  std::vector<int64_t> shape;         // DCP: the whole tensor's size
+  std::string_view member;  // zip entry holding the bytes, viewing the mapped file ("" for legacy streams)
+  uint64_t file_offset = 0;  // legacy / safetensors: where the bytes begin (0 = not located)
+  uint64_t local_header = UINT64_MAX;  // zip archives: the member's local header (data follows it)
+  const MappedFile* source = nullptr;  // the file holding the bytes when not the checkpoint's own (shards)
+  bool present = false;  // the bytes are in the file
+  bool in_model = false;  // referenced by the model (not only by optimizer state)
+  std::vector<Chunk> chunks;  // DCP: the bytes are assembled from these (contiguous, of `shape`)
+  std::vector<int64_t> shape;  // DCP: the whole tensor's size
 };
 
 struct Module {
-  std::string name;                   // "" for the root
-  std::string type;                   // short class name ("Linear"), "" when unknown
-  std::string qualified_type;         // "torch.nn.modules.linear.Linear"
+  std::string name;  // "" for the root
+  std::string type;  // short class name ("Linear"), "" when unknown
+  std::string qualified_type;  // "torch.nn.modules.linear.Linear"
   std::optional<bool> training;
-  std::string shared_with;            // set when this is a second path to a module listed earlier
+  std::string shared_with;  // set when this is a second path to a module listed earlier
   nlohmann::ordered_json attributes = nlohmann::ordered_json::object();  // TorchScript: non-tensor attributes
 };
 
@@ -105,13 +117,13 @@ struct TsMethod {
 };
 
 struct TsClass {
-  std::string qualified;                // "__torch__.torch.nn.modules.conv.Conv2d"
-  std::string base;                     // "Module", "object", ...
+  std::string qualified;  // "__torch__.torch.nn.modules.conv.Conv2d"
+  std::string base;  // "Module", "object", ...
   std::vector<std::string> parameters;  // __parameters__
-  std::vector<std::string> buffers;     // __buffers__
+  std::vector<std::string> buffers;  // __buffers__
   std::vector<std::pair<std::string, std::string>> attributes;  // name -> declared type
   std::vector<TsMethod> methods;
-  std::string file;                     // "code/__torch__/torch/nn/modules/conv.py"
+  std::string file;  // "code/__torch__/torch/nn/modules/conv.py"
   bool is_module() const { return base == "Module"; }
 };
 
@@ -155,11 +167,11 @@ struct TrainingInfo {
     nlohmann::ordered_json value;
   };
   std::optional<std::vector<std::string>> callbacks;  // the callbacks dict's keys
-  std::optional<TensorCount> callback_tensors;        // tensors in callback states, when there are any
-  std::optional<std::vector<std::string>> loops;      // the loops dict's keys
+  std::optional<TensorCount> callback_tensors;  // tensors in callback states, when there are any
+  std::optional<std::vector<std::string>> loops;  // the loops dict's keys
   std::vector<std::pair<std::string, State>> states;
   std::vector<std::pair<std::string, Data>> data;
-  std::vector<std::string> order;                     // every key above, as the JSON lists them
+  std::vector<std::string> order;  // every key above, as the JSON lists them
 
   // Before `key` is written: drops what it held and gives it its place in `order`.
   void claim(const std::string& key);
@@ -171,10 +183,10 @@ struct TrainingInfo {
 struct TsConstant {
   std::string name;
   bool is_tensor = false;
-  std::string dtype;                  // tensors: dtype ("?" when unknown), shape and numel
+  std::string dtype;  // tensors: dtype ("?" when unknown), shape and numel
   std::vector<int64_t> shape;
   int64_t numel = 0;
-  nlohmann::ordered_json value;       // anything else: its plain value
+  nlohmann::ordered_json value;  // anything else: its plain value
 };
 
 struct TsConstants {
@@ -186,21 +198,21 @@ struct TsConstants {
 struct TsMethodInfo {
   std::string name;
   bool reachable_from_forward = false;
-  bool entry_point = false;           // no other method calls it (@torch.jit.export and the like)
-  std::vector<std::string> calls;     // methods of the root it calls
+  bool entry_point = false;  // no other method calls it (@torch.jit.export and the like)
+  std::vector<std::string> calls;  // methods of the root it calls
 };
 
 struct TsExtraFile {
-  std::string name;                   // without extra/
+  std::string name;  // without extra/
   uint64_t bytes = 0;
 };
 
 struct TorchScriptInfo {
   std::optional<TsConstants> constants;  // when the archive has constants.pkl
-  bool frozen = false;                   // torch.jit.freeze: tensor constants and no parameters (listed with constants)
+  bool frozen = false;  // torch.jit.freeze: tensor constants and no parameters (listed with constants)
   std::vector<TsExtraFile> extra_files;
-  bool mobile = false;                   // bytecode.pkl: a lite-interpreter archive
-  std::vector<TsMethodInfo> methods;     // summary's JSON `methods`
+  bool mobile = false;  // bytecode.pkl: a lite-interpreter archive
+  std::vector<TsMethodInfo> methods;  // summary's JSON `methods`
 };
 
 struct ShardInfo {
@@ -211,12 +223,12 @@ struct ShardInfo {
 
 struct ShardedInfo {
   std::optional<nlohmann::ordered_json> index_metadata;  // the index's own `metadata`, as saved
-  std::vector<ShardInfo> shards;                         // in file-name order
+  std::vector<ShardInfo> shards;  // in file-name order
 };
 
 struct DcpInfo {
-  std::vector<std::string> bytes_entries;                // BytesStorageMetadata entries
-  std::vector<std::pair<std::string, uint64_t>> files;   // every file of the directory and its size, by name
+  std::vector<std::string> bytes_entries;  // BytesStorageMetadata entries
+  std::vector<std::pair<std::string, uint64_t>> files;  // every file of the directory and its size, by name
 };
 
 struct Checkpoint {
@@ -225,25 +237,25 @@ struct Checkpoint {
   uint64_t file_size = 0;
   Format format = Format::None;
   Container container = Container::None;
-  std::string prefix;                 // zip folder prefix ("archive")
-  std::string model_key;              // where the model came from inside the object ("state_dict", "" = root)
+  std::string prefix;  // zip folder prefix ("archive")
+  std::string model_key;  // where the model came from inside the object ("state_dict", "" = root)
   Content content = Content::None;
   int pickle_protocol = 0;
   std::vector<std::pair<std::string, std::string>> records;  // version, byteorder, ...
   std::vector<Tensor> tensors;
   std::vector<Storage> storages;
-  std::vector<Module> modules;        // known module tree (whole pickled modules); empty = derive from keys
-  bool split_inferred = true;         // parameter/buffer split guessed from names
-  TrainingInfo training;              // content lightning / checkpoint: everything beside the model
-  TorchScriptInfo torchscript;        // format torchscript
+  std::vector<Module> modules;  // known module tree (whole pickled modules); empty = derive from keys
+  bool split_inferred = true;  // parameter/buffer split guessed from names
+  TrainingInfo training;  // content lightning / checkpoint: everything beside the model
+  TorchScriptInfo torchscript;  // format torchscript
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;  // the header's __metadata__
-  ShardedInfo sharded;                // format sharded
-  DcpInfo dcp;                        // format dcp
+  ShardedInfo sharded;  // format sharded
+  DcpInfo dcp;  // format dcp
   std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
-  std::vector<ScanFile> scan_files;   // sharded / DCP: what `check` scans instead of `file`
-  std::vector<GlobalRef> globals;     // every global the pickles named
-  std::vector<TsClass> ts_classes;    // TorchScript: the classes declared in code/
-  std::shared_ptr<Heap> heap;         // keeps pickle values (identities) alive
+  std::vector<ScanFile> scan_files;  // sharded / DCP: what `check` scans instead of `file`
+  std::vector<GlobalRef> globals;  // every global the pickles named
+  std::vector<TsClass> ts_classes;  // TorchScript: the classes declared in code/
+  std::shared_ptr<Heap> heap;  // keeps pickle values (identities) alive
   std::vector<std::shared_ptr<void>> keep_alive;  // shards' files and heaps
 };
 

@@ -26,7 +26,8 @@ const Value* field(const Value* obj, std::string_view name) {
 
 std::vector<int64_t> ints(const Value* v) {
   std::vector<int64_t> out;
-  if (v && v->kind == PKind::Object && v->qualified() == "torch.Size" && v->args() && !v->args()->items.empty()) v = v->args()->items[0];
+  if (v && v->kind == PKind::Object && v->qualified() == "torch.Size" && v->args() && !v->args()->items.empty())
+    v = v->args()->items[0];
   if (!v || (v->kind != PKind::Tuple && v->kind != PKind::List)) return out;
   for (const Value* e : v->items)
     if (e->is_int()) out.push_back(e->i);
@@ -72,7 +73,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
       const Value* rel = field(info, "relative_path");
       const Value* off = field(info, "offset");
       const Value* len = field(info, "length");
-      if (!fqn || !fqn->is_str() || !rel || !rel->is_str() || !off || !off->is_int() || !len || !len->is_int() || off->i < 0 || len->i < 0)
+      if (!fqn || !fqn->is_str() || !rel || !rel->is_str() || !off || !off->is_int() || !len || !len->is_int() || off->i < 0 ||
+          len->i < 0)
         v.fail(info ? info->offset : 0, "storage_data entry is not MetadataIndex -> _StorageInfo(relative_path, offset, length)");
       const std::string file(rel->s);
       if (file.find('/') != std::string::npos || file == ".." || file == ".")
@@ -114,7 +116,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
     t.name = fqn;
     t.dtype = dt && dt->kind == PKind::Global ? dtype_by_name(dt->name()) : nullptr;
     if (!t.dtype) v.fail(m->offset, fmt::format("tensor '{}' has no known dtype in its TensorProperties", fqn));
-    if (pst && pst->kind == PKind::Tuple && pst->items.size() > 2 && pst->items[2]->kind == PKind::Bool) t.requires_grad = pst->items[2]->b;
+    if (pst && pst->kind == PKind::Tuple && pst->items.size() > 2 && pst->items[2]->kind == PKind::Bool)
+      t.requires_grad = pst->items[2]->b;
     t.shape = ints(field(m, "size"));
     t.stride = contiguous_strides(t.shape);
     uint64_t numel = 1;
@@ -135,7 +138,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
         if (o.size() != t.shape.size() || s.size() != t.shape.size())
           v.fail(c->offset, fmt::format("chunk of '{}' has {} offsets for {} dimensions", fqn, o.size(), t.shape.size()));
         for (size_t d = 0; d < o.size(); ++d)
-          if (o[d] < 0 || s[d] < 0 || o[d] + s[d] > t.shape[d]) v.fail(c->offset, fmt::format("chunk of '{}' reaches outside its size", fqn));
+          if (o[d] < 0 || s[d] < 0 || o[d] + s[d] > t.shape[d])
+            v.fail(c->offset, fmt::format("chunk of '{}' reaches outside its size", fqn));
         auto r = regions.find({fqn, o});
         if (r == regions.end()) {
           all_found = false;

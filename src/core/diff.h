@@ -21,24 +21,24 @@ struct TensorDiff {
   std::string a, b;  // names on each side
   std::string dtype_a, dtype_b;
   std::vector<int64_t> shape_a, shape_b;
-  bool compared = false;                // values were compared
-  bool comparable = true;               // dtypes convertible to float64 (else bytes compared)
+  bool compared = false;  // values were compared
+  bool comparable = true;  // dtypes convertible to float64 (else bytes compared)
   double max_abs = 0.0, max_rel = 0.0;  // float64, B is the reference for max_rel (b != 0 only)
-  bool values_equal = true;             // bitwise / exactly equal
-  bool within = true;                   // |a - b| <= atol + rtol * |b| everywhere
-  bool state_changed = false;           // materialized / meta / uninitialized differ
+  bool values_equal = true;  // bitwise / exactly equal
+  bool within = true;  // |a - b| <= atol + rtol * |b| everywhere
+  bool state_changed = false;  // materialized / meta / uninitialized differ
 };
 
 struct DiffResult {
   std::vector<std::string> only_in_a, only_in_b;
-  std::string prefix_op;                // "" | "b_adds" | "b_removes"
-  std::string prefix;                   // e.g. "_orig_mod."
-  bool keys_equal = true;               // same names without any prefix pairing
-  std::vector<TensorDiff> changed;      // dtype / shape / value differences
+  std::string prefix_op;  // "" | "b_adds" | "b_removes"
+  std::string prefix;  // e.g. "_orig_mod."
+  bool keys_equal = true;  // same names without any prefix pairing
+  std::vector<TensorDiff> changed;  // dtype / shape / value differences
   size_t paired = 0, compared = 0;
   double max_abs = 0.0;
-  bool equal = true;                    // keys, dtypes, shapes (and values when compared) identical
-  bool within_tolerance = true;         // as equal, values within tolerance (when compared)
+  bool equal = true;  // keys, dtypes, shapes (and values when compared) identical
+  bool within_tolerance = true;  // as equal, values within tolerance (when compared)
   // The verdict (exit code 0 and "same"): within tolerance when values were compared, else equal.
   bool same(const DiffOptions& o) const { return o.values ? within_tolerance : equal; }
 };

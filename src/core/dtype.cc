@@ -50,11 +50,21 @@ constexpr std::array<DType, 40> kDTypes{{
     {"int4", 1, C::Int, ""},
 }};
 
-struct Alias { std::string_view alias, name; };
+struct Alias {
+  std::string_view alias, name;
+};
 constexpr std::array<Alias, 11> kAliases{{
-    {"double", "float64"}, {"float", "float32"}, {"half", "float16"}, {"long", "int64"}, {"int", "int32"},
-    {"short", "int16"}, {"cdouble", "complex128"}, {"cfloat", "complex64"}, {"chalf", "complex32"},
-    {"complex", "complex64"}, {"cint", "int32"},
+    {"double", "float64"},
+    {"float", "float32"},
+    {"half", "float16"},
+    {"long", "int64"},
+    {"int", "int32"},
+    {"short", "int16"},
+    {"cdouble", "complex128"},
+    {"cfloat", "complex64"},
+    {"chalf", "complex32"},
+    {"complex", "complex64"},
+    {"cint", "int32"},
 }};
 
 }  // namespace

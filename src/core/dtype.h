@@ -10,11 +10,11 @@ namespace ckpt {
 enum class DTypeClass : uint8_t { Float, Complex, Int, Bool, Quantized, Bits };
 
 struct DType {
-  std::string_view name;          // "float32"
-  uint32_t itemsize;              // bytes per element (packed sub-byte types: bytes per stored element)
+  std::string_view name;  // "float32"
+  uint32_t itemsize;  // bytes per element (packed sub-byte types: bytes per stored element)
   DTypeClass cls;
-  std::string_view storage_class; // "FloatStorage", or "" when only UntypedStorage carries it
-  uint32_t pack = 1;              // elements per stored item (quint4x2: 2, quint2x4: 4)
+  std::string_view storage_class;  // "FloatStorage", or "" when only UntypedStorage carries it
+  uint32_t pack = 1;  // elements per stored item (quint4x2: 2, quint2x4: 4)
 };
 
 // Bytes that `numel` elements occupy: ceil(numel / pack) * itemsize.

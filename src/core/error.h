@@ -12,20 +12,18 @@ namespace ckpt {
 // Exit codes, shared by every command (documented in README and man/ckpt.1).
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFindings = 1,    // findings at or above --fail-on
-  kExitUsage = 2,       // bad command line
-  kExitBadInput = 3,    // unreadable, malformed or unsupported input
+  kExitFindings = 1,  // findings at or above --fail-on
+  kExitUsage = 2,  // bad command line
+  kExitBadInput = 3,  // unreadable, malformed or unsupported input
   kExitEnvironment = 4  // the environment cannot do it (no LibTorch backend, no CUDA)
 };
 
 class InputError : public std::runtime_error {
  public:
   InputError(std::string file, std::string member, uint64_t offset, const std::string& what)
-      : std::runtime_error(what), file_(std::move(file)), member_(std::move(member)), offset_(offset),
-        has_offset_(true) {}
+      : std::runtime_error(what), file_(std::move(file)), member_(std::move(member)), offset_(offset), has_offset_(true) {}
   // An error about the file as a whole (cannot open, unknown format).
-  InputError(std::string file, const std::string& what)
-      : std::runtime_error(what), file_(std::move(file)) {}
+  InputError(std::string file, const std::string& what) : std::runtime_error(what), file_(std::move(file)) {}
 
   const std::string& file() const { return file_; }
   const std::string& member() const { return member_; }
@@ -61,15 +59,15 @@ class EnvironmentError : public std::runtime_error {
 
 // Resource limits applied while reading untrusted input. Every limit has a clear error when exceeded.
 struct Limits {
-  uint64_t pickle_depth = 1000;            // nesting of MARK / containers on the pickle stack
-  uint64_t memo_entries = 10'000'000;      // distinct memo keys
-  uint64_t string_bytes = 256ull << 20;    // one STRING / BYTES / UNICODE payload
-  uint64_t pickle_ops = 200'000'000;       // opcodes executed in one pickle
-  uint64_t pickle_bytes = 1ull << 30;      // size of one pickle stream
-  uint64_t zip_entries = 10'000'000;       // central directory records
-  uint64_t tensors = 10'000'000;           // tensor entries in one checkpoint
-  uint64_t walk_nodes = 100'000'000;       // objects visited while interpreting the unpickled graph
-  uint64_t inflate_bytes = 64ull << 20;    // one deflated member (TorchScript code/), after inflating
+  uint64_t pickle_depth = 1000;  // nesting of MARK / containers on the pickle stack
+  uint64_t memo_entries = 10'000'000;  // distinct memo keys
+  uint64_t string_bytes = 256ull << 20;  // one STRING / BYTES / UNICODE payload
+  uint64_t pickle_ops = 200'000'000;  // opcodes executed in one pickle
+  uint64_t pickle_bytes = 1ull << 30;  // size of one pickle stream
+  uint64_t zip_entries = 10'000'000;  // central directory records
+  uint64_t tensors = 10'000'000;  // tensor entries in one checkpoint
+  uint64_t walk_nodes = 100'000'000;  // objects visited while interpreting the unpickled graph
+  uint64_t inflate_bytes = 64ull << 20;  // one deflated member (TorchScript code/), after inflating
 };
 
 // Sets one limit by its command-line name (pickle-depth, memo-entries, string-bytes, pickle-ops,

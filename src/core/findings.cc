@@ -54,22 +54,25 @@ std::vector<std::string> entry_names(const Checkpoint& ck, const std::vector<siz
 
 void reader_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   for (const FrozenConstants& f : ck.frozen)
-    out.push_back({"frozen-module", Severity::Info,
-                   fmt::format("frozen TorchScript module (torch.jit.freeze): its parameters became {} constant tensors ({} elements, "
-                               "{} bytes) in constants.pkl and are not counted as parameters",
-                               f.tensors, f.elements, f.bytes),
-                   "none needed for inference; keep the unfrozen module to train or load a state dict", {}});
+    out.push_back(
+        {"frozen-module",
+         Severity::Info,
+         fmt::format("frozen TorchScript module (torch.jit.freeze): its parameters became {} constant tensors ({} elements, "
+                     "{} bytes) in constants.pkl and are not counted as parameters",
+                     f.tensors, f.elements, f.bytes),
+         "none needed for inference; keep the unfrozen module to train or load a state dict",
+         {}});
 }
 
 void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>& out) {
   if (!s.uninitialized_entries.empty()) {
     std::vector<std::string> lazy = entry_names(ck, s.uninitialized_entries);
-    out.push_back({"uninitialized-parameters", Severity::Warning,
-                   fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
-                               "sizes are unknown and not counted: {}",
-                               lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are",
-                               join(lazy, ", ", 8, ", and {} more")),
-                   "run one forward pass with a real input before saving, so lazy modules infer their shapes", std::move(lazy)});
+    out.push_back(
+        {"uninitialized-parameters", Severity::Warning,
+         fmt::format("{} {} UninitializedParameter/UninitializedBuffer (lazy module before its first forward); their "
+                     "sizes are unknown and not counted: {}",
+                     lazy.size(), lazy.size() == 1 ? "entry is an" : "entries are", join(lazy, ", ", 8, ", and {} more")),
+         "run one forward pass with a real input before saving, so lazy modules infer their shapes", std::move(lazy)});
   }
   if (!s.meta_entries.empty()) {
     std::vector<std::string> meta = entry_names(ck, s.meta_entries);
@@ -77,7 +80,8 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
                    fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
                                "no data!\": {}",
                                meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
-                   "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)", std::move(meta)});
+                   "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)",
+                   std::move(meta)});
   }
   std::vector<std::string> tied, views;
   for (const auto& g : s.tied_groups) tied.push_back(join(entry_names(ck, g), ", ", 4, ", and {} more"));
@@ -90,10 +94,10 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
                                join(tied, ", ", 4, ", and {} more")),
                    "none needed; this is how tied weights are saved", tied});
   if (!views.empty())
-    out.push_back({"storage-views", Severity::Info,
-                   fmt::format("{} storage(s) hold several different views: {}", views.size(),
-                               join(views, ", ", 4, ", and {} more")),
-                   "none needed; each distinct view is counted, the storage once in storage_bytes", views});
+    out.push_back(
+        {"storage-views", Severity::Info,
+         fmt::format("{} storage(s) hold several different views: {}", views.size(), join(views, ", ", 4, ", and {} more")),
+         "none needed; each distinct view is counted, the storage once in storage_bytes", views});
 }
 
 void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
@@ -130,10 +134,10 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                                compiled.size(), nkeys, join(compiled, ", ", 3, " and {} more")),
                    "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", first(compiled)});
   if (all_module)
-    out.push_back({"ddp-prefix", Severity::Warning,
-                   fmt::format("all {} keys start with 'module.' (saved from DataParallel / DistributedDataParallel / DeepSpeed)",
-                               nkeys),
-                   "strip the 'module.' prefix, or save model.module.state_dict()", keys3});
+    out.push_back(
+        {"ddp-prefix", Severity::Warning,
+         fmt::format("all {} keys start with 'module.' (saved from DataParallel / DistributedDataParallel / DeepSpeed)", nkeys),
+         "strip the 'module.' prefix, or save model.module.state_dict()", keys3});
   if (!fabric.empty())
     out.push_back({"fabric-prefix", Severity::Warning,
                    fmt::format("{} keys carry Fabric's wrapper segment _forward_module / _original_module ({})", fabric.size(),
@@ -154,13 +158,17 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     const std::string& k0 = ck.tensors.front().name;
     const std::string head = k0.substr(0, k0.find('.'));
     const bool shared = head != k0 && std::all_of(ck.tensors.begin(), ck.tensors.end(), [&](const Tensor& t) {
-                          return t.name.size() > head.size() && t.name.compare(0, head.size(), head) == 0 && t.name[head.size()] == '.';
+                          return t.name.size() > head.size() && t.name.compare(0, head.size(), head) == 0 &&
+                                 t.name[head.size()] == '.';
                         });
     if (shared)
-      out.push_back({"lightning-prefix", Severity::Info,
-                     fmt::format("every state_dict key starts with '{}.', the LightningModule attribute holding the model", head),
-                     fmt::format("strip '{}.' to load the weights into the bare module (or use LightningModule.load_from_checkpoint)", head),
-                     {head + "."}});
+      out.push_back(
+          {"lightning-prefix",
+           Severity::Info,
+           fmt::format("every state_dict key starts with '{}.', the LightningModule attribute holding the model", head),
+           fmt::format("strip '{}.' to load the weights into the bare module (or use LightningModule.load_from_checkpoint)",
+                       head),
+           {head + "."}});
     if (!compiled.empty())
       out.push_back({"empty-init-compile", Severity::Warning,
                      "Lightning checkpoint of a model with torch.compile'd submodules: loading it inside "
@@ -186,18 +194,26 @@ bool is_if(std::string_view line) {
 
 void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   static const std::vector<CodeRule> rules{
-      {"tensor-item", Severity::Warning, {"torch.item(", ".item(", "ops.prim.tolist(", ".tolist("},
+      {"tensor-item",
+       Severity::Warning,
+       {"torch.item(", ".item(", "ops.prim.tolist(", ".tolist("},
        "converts a tensor to a Python number (aten::item / prim::tolist): a graph break or a data-dependent value",
        "avoid .item() / .tolist() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"},
-      {"dynamic-shape-op", Severity::Warning,
+      {"dynamic-shape-op",
+       Severity::Warning,
        {"torch.nonzero(", "torch.unique(", "torch._unique2(", "torch.unique_consecutive(", "torch.masked_select(",
         "torch.argwhere(", "torch.repeat_interleave(", "torch.bincount(", "torch.histc("},
        "calls an operator whose output shape depends on the data",
        "set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or use a fixed-shape alternative (torch.where)"},
-      {"python-op", Severity::Error, {"PythonOp", "ops.prim.PythonOp"},
+      {"python-op",
+       Severity::Error,
+       {"PythonOp", "ops.prim.PythonOp"},
        "calls back into Python (prim::PythonOp / an ignored function): not runnable outside Python",
        "script the function, or remove @torch.jit.ignore from what forward calls"},
-      {"print-call", Severity::Info, {"print("}, "prints (prim::Print): a graph break under torch.compile",
+      {"print-call",
+       Severity::Info,
+       {"print("},
+       "prints (prim::Print): a graph break under torch.compile",
        "remove the print, or guard it with torch.compiler.is_compiling()"},
   };
   std::map<std::string, std::vector<std::string>> where_by_id;
@@ -223,10 +239,10 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     auto it = where_by_id.find(id);
     if (it == where_by_id.end()) return;
     const auto& w = it->second;
-    out.push_back({id, sev,
-                   fmt::format("{} line(s) {} (read from the serialized code/ source, not the LibTorch IR): {}", w.size(), what,
-                               w.front()),
-                   fix, first(w, 16)});
+    out.push_back(
+        {id, sev,
+         fmt::format("{} line(s) {} (read from the serialized code/ source, not the LibTorch IR): {}", w.size(), what, w.front()),
+         fix, first(w, 16)});
   };
   emit("data-dependent-control-flow", Severity::Warning,
        "branch on a tensor value, which torch.compile graph-breaks on and torch.export rejects",
@@ -255,7 +271,8 @@ class GlobalGroups {
       auto& bucket = c == GlobalClass::Dangerous ? dangerous_ : unknown_;
       const std::string global = g.module + "." + g.name;
       auto& where = bucket[global];
-      if (where.size() < 16) where.push_back(fmt::format("{} at {}+0x{:x} ({})", global, member.empty() ? "pickle" : member, g.offset, g.opcode));
+      if (where.size() < 16)
+        where.push_back(fmt::format("{} at {}+0x{:x} ({})", global, member.empty() ? "pickle" : member, g.offset, g.opcode));
     }
   }
 
@@ -277,13 +294,14 @@ class GlobalGroups {
         names += (names.empty() ? "" : ", ") + global;
         where.push_back(w.front());
       }
-      out.push_back({"unknown-global", Severity::Warning,
-                     fmt::format("pickle names {} global(s) outside torch's weights_only allowlist: {}; torch.load(weights_only=True) "
-                                 "refuses the file, and weights_only=False would import them",
-                                 unknown_.size(), names),
-                     "inspect these classes before loading with weights_only=False, or allow them with "
-                     "torch.serialization.add_safe_globals",
-                     where});
+      out.push_back(
+          {"unknown-global", Severity::Warning,
+           fmt::format("pickle names {} global(s) outside torch's weights_only allowlist: {}; torch.load(weights_only=True) "
+                       "refuses the file, and weights_only=False would import them",
+                       unknown_.size(), names),
+           "inspect these classes before loading with weights_only=False, or allow them with "
+           "torch.serialization.add_safe_globals",
+           where});
     }
   }
 
@@ -294,16 +312,20 @@ class GlobalGroups {
 void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding>& out) {
   for (const ScanProblem& p : problems) {
     if (p.kind == ScanProblem::Kind::RenamedMember)
-      out.push_back({"dangerous-global", Severity::Error,
+      out.push_back({"dangerous-global",
+                     Severity::Error,
                      fmt::format("zip member '{}' has local header name '{}': the names differ, a trick that hides a pickle "
                                  "from scanners reading one of the two",
                                  p.member, p.detail),
-                     "do not load this file; re-create it from a trusted source", {p.where}});
+                     "do not load this file; re-create it from a trusted source",
+                     {p.where}});
     else
-      out.push_back({"scan-incomplete", Severity::Warning,
+      out.push_back({"scan-incomplete",
+                     Severity::Warning,
                      fmt::format("pickle in {} is malformed ({}); the globals before that point were scanned",
                                  p.member.empty() ? "the file" : p.member, p.detail),
-                     "treat the file as untrusted", {p.where}});
+                     "treat the file as untrusted",
+                     {p.where}});
   }
 }
 
@@ -345,9 +367,7 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
   CheckResult r;
   try {
     model_checks(read_checkpoint(file, limits), r);
-  } catch (const InputError& e) {
-    r.read_error = e.render();
-  }
+  } catch (const InputError& e) { r.read_error = e.render(); }
   try {
     auto sec = scan_findings(scan_pickles(*file, limits));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
@@ -371,9 +391,7 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
         r.findings.push_back(std::move(x));
       }
     }
-  } catch (const InputError& e) {
-    r.read_error = e.render();
-  }
+  } catch (const InputError& e) { r.read_error = e.render(); }
   return r;
 }
 

@@ -42,8 +42,8 @@ std::string renamed_key(const std::string& key, const std::string& strip, const 
   return add + k;
 }
 
-KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model,
-                    const std::string& strip, const std::string& add) {
+KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model, const std::string& strip,
+                    const std::string& add) {
   KeyMatch m;
   std::map<std::string, const Tensor*> by_model;
   for (const Tensor* t : model) by_model.emplace(t->name, t);
@@ -63,8 +63,7 @@ KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<co
     const bool lazy = t->state == TensorState::Uninitialized || mt->state == TensorState::Uninitialized;
     if (!lazy && (t->shape != mt->shape || t->dtype != mt->dtype))
       m.mismatched.push_back({k, dtype_name(t), dtype_name(mt), t->shape, mt->shape});
-    else
-      ++m.matched;
+    else ++m.matched;
   }
   for (const auto& [k, t] : by_model)
     if (!seen.count(k)) m.missing.push_back(k);

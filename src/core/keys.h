@@ -29,18 +29,18 @@ struct KeyMismatch {
   std::vector<int64_t> file_shape, model_shape;
 };
 struct KeyMatch {
-  std::vector<std::string> missing;      // model keys FILE does not provide
-  std::vector<std::string> unexpected;   // FILE keys the model does not have
-  std::vector<KeyMismatch> mismatched;   // both have it, shape or dtype differ
+  std::vector<std::string> missing;  // model keys FILE does not provide
+  std::vector<std::string> unexpected;  // FILE keys the model does not have
+  std::vector<KeyMismatch> mismatched;  // both have it, shape or dtype differ
   std::optional<std::string> suggested_strip_prefix, suggested_add_prefix;
-  size_t matched = 0;                    // keys present in both with equal shape and dtype
+  size_t matched = 0;  // keys present in both with equal shape and dtype
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
 };
 // FILE's key after --strip-prefix (only where the key starts with it) and --add-prefix.
 std::string renamed_key(const std::string& key, const std::string& strip, const std::string& add);
 // `file` are FILE's tensors under their original names; renaming is applied here. Suggestions are made
 // when keys do not match and one prefix, stripped from or added to every FILE key, makes them match.
-KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model,
-                    const std::string& strip, const std::string& add);
+KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<const Tensor*>& model, const std::string& strip,
+                    const std::string& add);
 
 }  // namespace ckpt

@@ -26,44 +26,44 @@ inline const char* to_string(LoadState s) {
 }
 
 struct LoadedTensor {
-  std::string name;                      // after renaming
-  std::string dtype;                     // as loaded (after --dtype)
+  std::string name;  // after renaming
+  std::string dtype;  // as loaded (after --dtype)
   std::vector<int64_t> shape;
   LoadState state = LoadState::Skipped;
-  std::string reason;                    // why skipped / left on meta
-  bool zero_copy = false;                // CPU: a view of the mapped file
+  std::string reason;  // why skipped / left on meta
+  bool zero_copy = false;  // CPU: a view of the mapped file
   ValueStats stats;
   std::optional<uint32_t> crc32;
 };
 
 struct LoadReport {
   std::string file, format, device, libtorch;
-  std::string dtype;                     // --dtype, "" = as stored
+  std::string dtype;  // --dtype, "" = as stored
   bool empty_init = false;
   // --model
-  std::string model;                     // ARCH path, "" = none
+  std::string model;  // ARCH path, "" = none
   std::string strip_prefix, add_prefix;
   std::optional<KeyMatch> match;
-  uint64_t arch_bytes_read = 0;          // bytes of ARCH's own weights LibTorch read and copied
-  uint64_t arch_bytes_skipped = 0;       // bytes of ARCH's weights empty init did not read
-  uint64_t bytes_written_twice = 0;      // destination bytes written by ARCH first, then by FILE
+  uint64_t arch_bytes_read = 0;  // bytes of ARCH's own weights LibTorch read and copied
+  uint64_t arch_bytes_skipped = 0;  // bytes of ARCH's weights empty init did not read
+  uint64_t bytes_written_twice = 0;  // destination bytes written by ARCH first, then by FILE
   double arch_seconds = 0.0;
   // totals
   uint64_t tensors = 0, loaded = 0, meta = 0, skipped = 0;
-  uint64_t bytes = 0;                    // logical bytes of the loaded tensors (tied counted once)
-  uint64_t bytes_read = 0;               // file bytes read (each storage once)
+  uint64_t bytes = 0;  // logical bytes of the loaded tensors (tied counted once)
+  uint64_t bytes_read = 0;  // file bytes read (each storage once)
   uint64_t zero_copy_bytes = 0, copied_bytes = 0;
-  uint64_t device_bytes = 0;             // bytes ckpt allocated on the device
+  uint64_t device_bytes = 0;  // bytes ckpt allocated on the device
   uint64_t nan = 0, inf = 0;
-  double startup_seconds = 0.0;          // process start to the command (exec, loading LibTorch)
-  double read_seconds = 0.0;             // parsing the file's structure
-  double check_seconds = 0.0;            // reading and checking every byte in the ckpt process, overlapped
-                                         // with LibTorch's start-up (0 when done inside load_seconds)
-  double load_seconds = 0.0;             // materializing tensors
-  double seconds = 0.0;                  // the whole process, startup included
-  uint64_t peak_rss = 0;                 // bytes
+  double startup_seconds = 0.0;  // process start to the command (exec, loading LibTorch)
+  double read_seconds = 0.0;  // parsing the file's structure
+  double check_seconds = 0.0;  // reading and checking every byte in the ckpt process, overlapped
+                               // with LibTorch's start-up (0 when done inside load_seconds)
+  double load_seconds = 0.0;  // materializing tensors
+  double seconds = 0.0;  // the whole process, startup included
+  uint64_t peak_rss = 0;  // bytes
   std::vector<LoadedTensor> rows;
-  std::vector<std::string> notes;        // one line each, shown under the table
+  std::vector<std::string> notes;  // one line each, shown under the table
   // something a strict load would refuse
   bool incomplete() const { return skipped > 0 || (match && !match->ok()); }
   bool checked_values() const { return device != "meta"; }  // NaN / Inf counted (cpu, cuda)

@@ -21,8 +21,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw InputError(path, S_ISDIR(st.st_mode) ? "is a directory, not a checkpoint file"
-                                               : "is not a regular file");
+    throw InputError(path, S_ISDIR(st.st_mode) ? "is a directory, not a checkpoint file" : "is not a regular file");
   }
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;

@@ -62,15 +62,36 @@ Value* Value::get(std::string_view key) const {
 
 std::string_view python3_module(std::string_view m) {
   // Python's _compat_pickle.IMPORT_MAPPING: what Python 3's unpickler really imports for these names.
-  static constexpr std::pair<std::string_view, std::string_view> kMap[] = {
-      {"__builtin__", "builtins"}, {"exceptions", "builtins"}, {"copy_reg", "copyreg"}, {"cPickle", "pickle"},
-      {"commands", "subprocess"}, {"httplib", "http.client"}, {"urllib2", "urllib.request"}, {"urlparse", "urllib.parse"},
-      {"thread", "_thread"}, {"Queue", "queue"}, {"SocketServer", "socketserver"}, {"ConfigParser", "configparser"},
-      {"repr", "reprlib"}, {"StringIO", "io"}, {"cStringIO", "io"}, {"UserDict", "collections"}, {"UserList", "collections"},
-      {"UserString", "collections"}, {"whichdb", "dbm"}, {"anydbm", "dbm"}, {"BaseHTTPServer", "http.server"},
-      {"SimpleHTTPServer", "http.server"}, {"CGIHTTPServer", "http.server"}, {"Cookie", "http.cookies"},
-      {"cookielib", "http.cookiejar"}, {"HTMLParser", "html.parser"}, {"xmlrpclib", "xmlrpc.client"},
-      {"SimpleXMLRPCServer", "xmlrpc.server"}, {"dummy_thread", "_dummy_thread"}, {"_winreg", "winreg"}};
+  static constexpr std::pair<std::string_view, std::string_view> kMap[] = {{"__builtin__", "builtins"},
+                                                                           {"exceptions", "builtins"},
+                                                                           {"copy_reg", "copyreg"},
+                                                                           {"cPickle", "pickle"},
+                                                                           {"commands", "subprocess"},
+                                                                           {"httplib", "http.client"},
+                                                                           {"urllib2", "urllib.request"},
+                                                                           {"urlparse", "urllib.parse"},
+                                                                           {"thread", "_thread"},
+                                                                           {"Queue", "queue"},
+                                                                           {"SocketServer", "socketserver"},
+                                                                           {"ConfigParser", "configparser"},
+                                                                           {"repr", "reprlib"},
+                                                                           {"StringIO", "io"},
+                                                                           {"cStringIO", "io"},
+                                                                           {"UserDict", "collections"},
+                                                                           {"UserList", "collections"},
+                                                                           {"UserString", "collections"},
+                                                                           {"whichdb", "dbm"},
+                                                                           {"anydbm", "dbm"},
+                                                                           {"BaseHTTPServer", "http.server"},
+                                                                           {"SimpleHTTPServer", "http.server"},
+                                                                           {"CGIHTTPServer", "http.server"},
+                                                                           {"Cookie", "http.cookies"},
+                                                                           {"cookielib", "http.cookiejar"},
+                                                                           {"HTMLParser", "html.parser"},
+                                                                           {"xmlrpclib", "xmlrpc.client"},
+                                                                           {"SimpleXMLRPCServer", "xmlrpc.server"},
+                                                                           {"dummy_thread", "_dummy_thread"},
+                                                                           {"_winreg", "winreg"}};
   for (const auto& [py2, py3] : kMap)
     if (m == py2) return py3;
   return m;
@@ -80,24 +101,74 @@ namespace {
 
 const char* opname(uint8_t op) {
   switch (op) {
-    case '(': return "MARK"; case '.': return "STOP"; case '0': return "POP"; case '1': return "POP_MARK";
-    case '2': return "DUP"; case 'F': return "FLOAT"; case 'I': return "INT"; case 'J': return "BININT";
-    case 'K': return "BININT1"; case 'L': return "LONG"; case 'M': return "BININT2"; case 'N': return "NONE";
-    case 'P': return "PERSID"; case 'Q': return "BINPERSID"; case 'R': return "REDUCE"; case 'S': return "STRING";
-    case 'T': return "BINSTRING"; case 'U': return "SHORT_BINSTRING"; case 'V': return "UNICODE";
-    case 'X': return "BINUNICODE"; case 'a': return "APPEND"; case 'b': return "BUILD"; case 'c': return "GLOBAL";
-    case 'd': return "DICT"; case '}': return "EMPTY_DICT"; case 'e': return "APPENDS"; case 'g': return "GET";
-    case 'h': return "BINGET"; case 'i': return "INST"; case 'j': return "LONG_BINGET"; case 'l': return "LIST";
-    case ']': return "EMPTY_LIST"; case 'o': return "OBJ"; case 'p': return "PUT"; case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT"; case 's': return "SETITEM"; case 't': return "TUPLE"; case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS"; case 'G': return "BINFLOAT"; case 0x80: return "PROTO"; case 0x81: return "NEWOBJ";
-    case 0x82: return "EXT1"; case 0x83: return "EXT2"; case 0x84: return "EXT4"; case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2"; case 0x87: return "TUPLE3"; case 0x88: return "NEWTRUE"; case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1"; case 0x8b: return "LONG4"; case 'B': return "BINBYTES"; case 'C': return "SHORT_BINBYTES";
-    case 0x8c: return "SHORT_BINUNICODE"; case 0x8d: return "BINUNICODE8"; case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET"; case 0x90: return "ADDITEMS"; case 0x91: return "FROZENSET"; case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL"; case 0x94: return "MEMOIZE"; case 0x95: return "FRAME"; case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER"; case 0x98: return "READONLY_BUFFER";
+    case '(': return "MARK";
+    case '.': return "STOP";
+    case '0': return "POP";
+    case '1': return "POP_MARK";
+    case '2': return "DUP";
+    case 'F': return "FLOAT";
+    case 'I': return "INT";
+    case 'J': return "BININT";
+    case 'K': return "BININT1";
+    case 'L': return "LONG";
+    case 'M': return "BININT2";
+    case 'N': return "NONE";
+    case 'P': return "PERSID";
+    case 'Q': return "BINPERSID";
+    case 'R': return "REDUCE";
+    case 'S': return "STRING";
+    case 'T': return "BINSTRING";
+    case 'U': return "SHORT_BINSTRING";
+    case 'V': return "UNICODE";
+    case 'X': return "BINUNICODE";
+    case 'a': return "APPEND";
+    case 'b': return "BUILD";
+    case 'c': return "GLOBAL";
+    case 'd': return "DICT";
+    case '}': return "EMPTY_DICT";
+    case 'e': return "APPENDS";
+    case 'g': return "GET";
+    case 'h': return "BINGET";
+    case 'i': return "INST";
+    case 'j': return "LONG_BINGET";
+    case 'l': return "LIST";
+    case ']': return "EMPTY_LIST";
+    case 'o': return "OBJ";
+    case 'p': return "PUT";
+    case 'q': return "BINPUT";
+    case 'r': return "LONG_BINPUT";
+    case 's': return "SETITEM";
+    case 't': return "TUPLE";
+    case ')': return "EMPTY_TUPLE";
+    case 'u': return "SETITEMS";
+    case 'G': return "BINFLOAT";
+    case 0x80: return "PROTO";
+    case 0x81: return "NEWOBJ";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 0x85: return "TUPLE1";
+    case 0x86: return "TUPLE2";
+    case 0x87: return "TUPLE3";
+    case 0x88: return "NEWTRUE";
+    case 0x89: return "NEWFALSE";
+    case 0x8a: return "LONG1";
+    case 0x8b: return "LONG4";
+    case 'B': return "BINBYTES";
+    case 'C': return "SHORT_BINBYTES";
+    case 0x8c: return "SHORT_BINUNICODE";
+    case 0x8d: return "BINUNICODE8";
+    case 0x8e: return "BINBYTES8";
+    case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS";
+    case 0x91: return "FROZENSET";
+    case 0x92: return "NEWOBJ_EX";
+    case 0x93: return "STACK_GLOBAL";
+    case 0x94: return "MEMOIZE";
+    case 0x95: return "FRAME";
+    case 0x96: return "BYTEARRAY8";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
     default: return nullptr;
   }
 }
@@ -111,11 +182,18 @@ std::string unescape_string(std::string_view body, const Cursor& c, uint64_t at)
   out.reserve(body.size());
   for (size_t k = 0; k < body.size(); ++k) {
     char ch = body[k];
-    if (ch != '\\' || k + 1 == body.size()) { out += ch; continue; }
+    if (ch != '\\' || k + 1 == body.size()) {
+      out += ch;
+      continue;
+    }
     char e = body[++k];
     switch (e) {
-      case 'n': out += '\n'; break; case 't': out += '\t'; break; case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break; case '\'': out += '\''; break; case '"': out += '"'; break;
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case '\\': out += '\\'; break;
+      case '\'': out += '\''; break;
+      case '"': out += '"'; break;
       case 'x':
         if (k + 2 < body.size()) {
           out += static_cast<char>(std::strtol(std::string(body.substr(k + 1, 2)).c_str(), nullptr, 16));
@@ -131,13 +209,18 @@ std::string unescape_string(std::string_view body, const Cursor& c, uint64_t at)
 // raw-unicode-escape: \uXXXX and \UXXXXXXXX become UTF-8, everything else is latin-1.
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) out += static_cast<char>(cp);
-  else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
-  else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12)); out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+  else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
     out += static_cast<char>(0x80 | (cp & 0x3F));
   } else {
-    out += static_cast<char>(0xF0 | ((cp >> 18) & 0x07)); out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)); out += static_cast<char>(0x80 | (cp & 0x3F));
+    out += static_cast<char>(0xF0 | ((cp >> 18) & 0x07));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
 
@@ -150,7 +233,11 @@ std::string raw_unicode_escape(std::string_view in) {
         std::string hex(in.substr(k + 2, n));
         char* end = nullptr;
         unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
-        if (end == hex.c_str() + n && cp <= 0x10FFFF) { append_utf8(out, static_cast<uint32_t>(cp)); k += 1 + n; continue; }
+        if (end == hex.c_str() + n && cp <= 0x10FFFF) {
+          append_utf8(out, static_cast<uint32_t>(cp));
+          k += 1 + n;
+          continue;
+        }
       }
     }
     append_utf8(out, static_cast<unsigned char>(in[k]));
@@ -160,8 +247,7 @@ std::string raw_unicode_escape(std::string_view in) {
 
 class Machine {
  public:
-  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits)
-      : c_(data, start), heap_(heap), lim_(limits) {}
+  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) : c_(data, start), heap_(heap), lim_(limits) {}
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
@@ -181,8 +267,7 @@ class Machine {
   }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Value* v) {
-    if (stack_.size() >= lim_.pickle_depth * 64 + 1024)
-      fail(fmt::format("stack of {} values exceeds the limit", stack_.size()));
+    if (stack_.size() >= lim_.pickle_depth * 64 + 1024) fail(fmt::format("stack of {} values exceeds the limit", stack_.size()));
     stack_.push_back(v);
   }
   // Pops everything above the last MARK (and the mark).
@@ -210,7 +295,10 @@ class Machine {
   Value* int_value(int64_t x) {
     if (x >= 0 && x < 256) {
       Value*& c = small_ints_[x];
-      if (!c) { c = make(PKind::Int); c->i = x; }
+      if (!c) {
+        c = make(PKind::Int);
+        c->i = x;
+      }
       return c;
     }
     Value* v = make(PKind::Int);
@@ -219,8 +307,7 @@ class Machine {
   }
   // `s` must stay valid as long as the heap: a view of the pickle bytes or of heap_.keep().
   Value* str_value(PKind k, std::string_view s) {
-    if (s.size() > lim_.string_bytes)
-      fail(fmt::format("length {} exceeds the limit of {} bytes", s.size(), lim_.string_bytes));
+    if (s.size() > lim_.string_bytes) fail(fmt::format("length {} exceeds the limit of {} bytes", s.size(), lim_.string_bytes));
     Value* v = make(k);
     v->s = s;
     return v;
@@ -263,7 +350,10 @@ class Machine {
     return str_value(PKind::BigInt, b);
   }
   void memo_put(uint64_t key, Value* v) {
-    if (key < memo_vec_.size()) { memo_vec_[key] = v; return; }
+    if (key < memo_vec_.size()) {
+      memo_vec_[key] = v;
+      return;
+    }
     if (key == memo_vec_.size() && key < (1ull << 26)) {
       if (memo_count() >= lim_.memo_entries) fail(fmt::format("memo exceeds the limit of {} entries", lim_.memo_entries));
       memo_vec_.push_back(v);
@@ -303,20 +393,36 @@ class Machine {
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
     Kids& dst = target->kind == PKind::Dict ? target->items : heap_.ext(target)->dict;
-    for (Value* v : kv) { note_child(target, v); dst.push(heap_, v); }
+    for (Value* v : kv) {
+      note_child(target, v);
+      dst.push(heap_, v);
+    }
   }
   void append_items(Value* target, const std::vector<Value*>& vs) {
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
       fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
-    for (Value* v : vs) { note_child(target, v); target->items.push(heap_, v); }
+    for (Value* v : vs) {
+      note_child(target, v);
+      target->items.push(heap_, v);
+    }
   }
   static const char* kind_name(const Value* v) {
     switch (v->kind) {
-      case PKind::None: return "None"; case PKind::Bool: return "bool"; case PKind::Int: case PKind::BigInt: return "int";
-      case PKind::Float: return "float"; case PKind::Str: return "str"; case PKind::Bytes: return "bytes";
-      case PKind::Tuple: return "tuple"; case PKind::List: return "list"; case PKind::Dict: return "dict";
-      case PKind::Set: return "set"; case PKind::FrozenSet: return "frozenset"; case PKind::Global: return "global";
-      case PKind::Object: return "object"; case PKind::PersId: return "persistent id";
+      case PKind::None: return "None";
+      case PKind::Bool: return "bool";
+      case PKind::Int:
+      case PKind::BigInt: return "int";
+      case PKind::Float: return "float";
+      case PKind::Str: return "str";
+      case PKind::Bytes: return "bytes";
+      case PKind::Tuple: return "tuple";
+      case PKind::List: return "list";
+      case PKind::Dict: return "dict";
+      case PKind::Set: return "set";
+      case PKind::FrozenSet: return "frozenset";
+      case PKind::Global: return "global";
+      case PKind::Object: return "object";
+      case PKind::PersId: return "persistent id";
     }
     return "value";
   }
@@ -384,15 +490,24 @@ Unpickled Machine::run() {
         if (!none_) none_ = make(PKind::None);
         push(none_);
         break;
-      case 0x88: case 0x89: {
+      case 0x88:
+      case 0x89: {
         Value*& v = bools_[op == 0x88];
-        if (!v) { v = make(PKind::Bool); v->b = op == 0x88; }
+        if (!v) {
+          v = make(PKind::Bool);
+          v->b = op == 0x88;
+        }
         push(v);
         break;
       }
       case 'I': {
         std::string_view t = text_line();
-        if (t == "00" || t == "01") { Value* v = make(PKind::Bool); v->b = t == "01"; push(v); break; }
+        if (t == "00" || t == "01") {
+          Value* v = make(PKind::Bool);
+          v->b = t == "01";
+          push(v);
+          break;
+        }
         int64_t x = parse_decimal(t);
         push(x == INT64_MIN && t != "-9223372036854775808" ? str_value(PKind::BigInt, t) : int_value(x));
         break;
@@ -406,7 +521,11 @@ Unpickled Machine::run() {
       case 'J': push(int_value(c_.le<int32_t>())); break;
       case 'K': push(int_value(c_.u8())); break;
       case 'M': push(int_value(c_.le<uint16_t>())); break;
-      case 0x8a: { uint8_t n = c_.u8(); push(long_from_bytes(payload(n))); break; }
+      case 0x8a: {
+        uint8_t n = c_.u8();
+        push(long_from_bytes(payload(n)));
+        break;
+      }
       case 0x8b: {
         int32_t n = c_.le<int32_t>();
         if (n < 0) fail("negative length");
@@ -418,11 +537,22 @@ Unpickled Machine::run() {
         char* end = nullptr;
         double d = std::strtod(t.c_str(), &end);
         if (end != t.c_str() + t.size()) fail("not a float");
-        Value* v = make(PKind::Float); v->f = d; push(v);
+        Value* v = make(PKind::Float);
+        v->f = d;
+        push(v);
         break;
       }
-      case 'G': { Value* v = make(PKind::Float); v->f = c_.be<double>(); push(v); break; }
-      case 'S': { uint64_t at = c_.pos(); push(owned_str(unescape_string(text_line(), c_, at))); break; }
+      case 'G': {
+        Value* v = make(PKind::Float);
+        v->f = c_.be<double>();
+        push(v);
+        break;
+      }
+      case 'S': {
+        uint64_t at = c_.pos();
+        push(owned_str(unescape_string(text_line(), c_, at)));
+        break;
+      }
       case 'V': push(owned_str(raw_unicode_escape(text_line()))); break;
       case 'T': {
         int32_t n = c_.le<int32_t>();
@@ -430,13 +560,26 @@ Unpickled Machine::run() {
         push(str_value(PKind::Str, payload(static_cast<uint64_t>(n))));
         break;
       }
-      case 'U': { uint8_t n = c_.u8(); push(str_value(PKind::Str, payload(n))); break; }
+      case 'U': {
+        uint8_t n = c_.u8();
+        push(str_value(PKind::Str, payload(n)));
+        break;
+      }
       case 'X': push(str_value(PKind::Str, payload(c_.le<uint32_t>()))); break;
-      case 0x8c: { uint8_t n = c_.u8(); push(str_value(PKind::Str, payload(n))); break; }
+      case 0x8c: {
+        uint8_t n = c_.u8();
+        push(str_value(PKind::Str, payload(n)));
+        break;
+      }
       case 0x8d: push(str_value(PKind::Str, payload(c_.le<uint64_t>()))); break;
       case 'B': push(str_value(PKind::Bytes, payload(c_.le<uint32_t>()))); break;
-      case 'C': { uint8_t n = c_.u8(); push(str_value(PKind::Bytes, payload(n))); break; }
-      case 0x8e: case 0x96: push(str_value(PKind::Bytes, payload(c_.le<uint64_t>()))); break;
+      case 'C': {
+        uint8_t n = c_.u8();
+        push(str_value(PKind::Bytes, payload(n)));
+        break;
+      }
+      case 0x8e:
+      case 0x96: push(str_value(PKind::Bytes, payload(c_.le<uint64_t>()))); break;
       case 0x97: fail("out-of-band buffers are not supported");
       case 0x98: top(); break;  // READONLY_BUFFER: no-op on an inert value
       case ')':  // immutable: one node per pickle
@@ -455,14 +598,50 @@ Unpickled Machine::run() {
         push(container(PKind::Dict, std::move(kv)));
         break;
       }
-      case 0x85: { Value* a = pop(); push(container(PKind::Tuple, {a})); break; }
-      case 0x86: { Value* b = pop(); Value* a = pop(); push(container(PKind::Tuple, {a, b})); break; }
-      case 0x87: { Value* c3 = pop(); Value* b = pop(); Value* a = pop(); push(container(PKind::Tuple, {a, b, c3})); break; }
-      case 'a': { Value* v = pop(); append_items(top(), {v}); break; }
-      case 'e': { auto vs = pop_mark(); append_items(top(), vs); break; }
-      case 0x90: { auto vs = pop_mark(); append_items(top(), vs); break; }
-      case 's': { Value* v = pop(); Value* k = pop(); set_items(top(), {k, v}); break; }
-      case 'u': { auto kv = pop_mark(); set_items(top(), kv); break; }
+      case 0x85: {
+        Value* a = pop();
+        push(container(PKind::Tuple, {a}));
+        break;
+      }
+      case 0x86: {
+        Value* b = pop();
+        Value* a = pop();
+        push(container(PKind::Tuple, {a, b}));
+        break;
+      }
+      case 0x87: {
+        Value* c3 = pop();
+        Value* b = pop();
+        Value* a = pop();
+        push(container(PKind::Tuple, {a, b, c3}));
+        break;
+      }
+      case 'a': {
+        Value* v = pop();
+        append_items(top(), {v});
+        break;
+      }
+      case 'e': {
+        auto vs = pop_mark();
+        append_items(top(), vs);
+        break;
+      }
+      case 0x90: {
+        auto vs = pop_mark();
+        append_items(top(), vs);
+        break;
+      }
+      case 's': {
+        Value* v = pop();
+        Value* k = pop();
+        set_items(top(), {k, v});
+        break;
+      }
+      case 'u': {
+        auto kv = pop_mark();
+        set_items(top(), kv);
+        break;
+      }
       case 'p': {
         std::string_view t = text_line();
         int64_t k = parse_decimal(t);
@@ -494,7 +673,9 @@ Unpickled Machine::run() {
         push(global(module->s, name->s, true));
         break;
       }
-      case 0x82: case 0x83: case 0x84: {
+      case 0x82:
+      case 0x83:
+      case 0x84: {
         uint64_t code = op == 0x82 ? c_.u8() : op == 0x83 ? c_.le<uint16_t>() : c_.le<uint32_t>();
         push(global("copyreg._extension_registry", heap_.keep(std::to_string(code)), false));
         break;
@@ -580,13 +761,24 @@ std::string bigint_decimal(const Value* v) {
   const bool neg = !mag.empty() && (mag.back() & 0x80);
   if (neg) {  // negate: invert and add one
     int carry = 1;
-    for (auto& x : mag) { int y = static_cast<uint8_t>(~x) + carry; x = static_cast<uint8_t>(y); carry = y >> 8; }
+    for (auto& x : mag) {
+      int y = static_cast<uint8_t>(~x) + carry;
+      x = static_cast<uint8_t>(y);
+      carry = y >> 8;
+    }
   }
   std::vector<uint32_t> limbs{0};
   for (size_t k = mag.size(); k-- > 0;) {
     uint64_t carry = mag[k];
-    for (auto& l : limbs) { uint64_t y = static_cast<uint64_t>(l) * 256 + carry; l = static_cast<uint32_t>(y % 1000000000); carry = y / 1000000000; }
-    while (carry) { limbs.push_back(static_cast<uint32_t>(carry % 1000000000)); carry /= 1000000000; }
+    for (auto& l : limbs) {
+      uint64_t y = static_cast<uint64_t>(l) * 256 + carry;
+      l = static_cast<uint32_t>(y % 1000000000);
+      carry = y / 1000000000;
+    }
+    while (carry) {
+      limbs.push_back(static_cast<uint32_t>(carry % 1000000000));
+      carry /= 1000000000;
+    }
   }
   std::string out = std::to_string(limbs.back());
   for (size_t k = limbs.size() - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
@@ -612,7 +804,8 @@ struct PlainWalker {
     if (depth > max_depth || budget == 0) return J("...");
     --budget;
     if (std::find(path.begin(), path.end(), v) != path.end()) return J("<cycle>");
-    if (hook) if (auto h = hook(v)) return *h;
+    if (hook)
+      if (auto h = hook(v)) return *h;
     path.push_back(v);
     J out = convert(v, depth);
     path.pop_back();
@@ -641,7 +834,10 @@ struct PlainWalker {
       case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
       case PKind::Global: return J{{"__global__", v->qualified()}};
       case PKind::PersId: return J("<persistent id>");
-      case PKind::Tuple: case PKind::List: case PKind::Set: case PKind::FrozenSet: {
+      case PKind::Tuple:
+      case PKind::List:
+      case PKind::Set:
+      case PKind::FrozenSet: {
         J a = J::array();
         for (const Value* e : v->items) a.push_back((*this)(e, depth + 1));
         return a;
@@ -661,7 +857,8 @@ struct PlainWalker {
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && !a0) return J("<0 bytes>");
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && a0 && a0->kind == PKind::Bytes) return (*this)(a0, depth + 1);
     // TorchScript's list builders and type tags wrap a plain value.
-    if (a0 && (q.rfind("torch.jit._pickle.build_", 0) == 0 || q == "torch.jit._pickle.restore_type_tag")) return (*this)(a0, depth + 1);
+    if (a0 && (q.rfind("torch.jit._pickle.build_", 0) == 0 || q == "torch.jit._pickle.restore_type_tag"))
+      return (*this)(a0, depth + 1);
     if (q == "copyreg._reconstructor" && a0) q = a0->qualified();
     J o = J::object();
     o["__class__"] = q.empty() ? "?" : q;

@@ -13,8 +13,8 @@
 #include <functional>
 #include <optional>
 
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,7 +25,21 @@
 namespace ckpt {
 
 enum class PKind : uint8_t {
-  None, Bool, Int, BigInt, Float, Str, Bytes, Tuple, List, Dict, Set, FrozenSet, Global, Object, PersId
+  None,
+  Bool,
+  Int,
+  BigInt,
+  Float,
+  Str,
+  Bytes,
+  Tuple,
+  List,
+  Dict,
+  Set,
+  FrozenSet,
+  Global,
+  Object,
+  PersId
 };
 
 // How an Object came to be (for messages and for the security scan).
@@ -56,26 +70,26 @@ class Kids {
 // Fields only objects, globals and persistent ids have.
 struct ObjExt {
   Value* callable = nullptr;  // Object: the Global (or other value) that would have been called
-  Value* args = nullptr;      // Object: the argument tuple; PersId: the persistent id
-  Value* kwargs = nullptr;    // Object from NEWOBJ_EX
-  std::string_view name;      // Global: the name inside the module
-  Kids dict;                  // Object: SETITEM(S) pairs (OrderedDict and friends)
-  Value* state = nullptr;     // BUILD argument (any kind may receive one)
+  Value* args = nullptr;  // Object: the argument tuple; PersId: the persistent id
+  Value* kwargs = nullptr;  // Object from NEWOBJ_EX
+  std::string_view name;  // Global: the name inside the module
+  Kids dict;  // Object: SETITEM(S) pairs (OrderedDict and friends)
+  Value* state = nullptr;  // BUILD argument (any kind may receive one)
 };
 
 struct Value {
   PKind kind = PKind::None;
   ObjHow how = ObjHow::Reduce;
   bool b = false;
-  uint32_t depth = 1;       // nesting depth when built (containers: 1 + deepest child)
-  uint64_t offset = 0;      // pickle offset of the opcode that made it
+  uint32_t depth = 1;  // nesting depth when built (containers: 1 + deepest child)
+  uint64_t offset = 0;  // pickle offset of the opcode that made it
   union {
     int64_t i = 0;
     double f;
   };
-  std::string_view s;       // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
-  Kids items;               // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
-  ObjExt* ext = nullptr;    // Object / Global / PersId, or any value that received BUILD
+  std::string_view s;  // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
+  Kids items;  // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
+  ObjExt* ext = nullptr;  // Object / Global / PersId, or any value that received BUILD
 
   Value* callable() const { return ext ? ext->callable : nullptr; }
   Value* args() const { return ext ? ext->args : nullptr; }
@@ -140,8 +154,8 @@ class Heap {
 
 struct Unpickled {
   Value* root = nullptr;
-  uint64_t end = 0;   // offset just past STOP
-  int protocol = 0;   // highest PROTO seen (0 if none)
+  uint64_t end = 0;  // offset just past STOP
+  int protocol = 0;  // highest PROTO seen (0 if none)
   std::vector<GlobalRef> globals;
 };
 

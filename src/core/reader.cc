@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "core/torch_pickle.h"
 #include "core/dcp.h"
 #include "core/safetensors.h"
 #include "core/sharded.h"
+#include "core/torch_pickle.h"
 #include "core/torchscript.h"
 #include "core/zip.h"
 
@@ -31,13 +31,16 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
   const std::string first(zip.entries().front().name);
   const auto slash = first.find('/');
-  if (slash == std::string::npos) file.fail(zip.entries().front().central_offset, fmt::format("zip entry '{}' is not under a folder, so this is not a torch.save archive", first));
+  if (slash == std::string::npos)
+    file.fail(zip.entries().front().central_offset,
+              fmt::format("zip entry '{}' is not under a folder, so this is not a torch.save archive", first));
   ck.prefix = first.substr(0, slash);
   const std::string pre = ck.prefix + "/";
   auto has = [&](const char* rec) { return zip.find(pre + rec) != nullptr; };
 
   if (has("model.json"))
-    throw UnsupportedError(ck.path, "TorchScript archive from torch <= 1.2 (model.json): not supported; re-save it with a newer torch");
+    throw UnsupportedError(ck.path,
+                           "TorchScript archive from torch <= 1.2 (model.json): not supported; re-save it with a newer torch");
   if (has(".data/extern_modules") || has(".data/python_version"))
     throw UnsupportedError(ck.path, "torch.package archive: not read, because it carries Python code to run");
   const ZipEntry* pkl_entry = zip.find(pre + "data.pkl");
@@ -51,7 +54,8 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
     if (rel.substr(0, pre.size()) != pre) continue;
     rel.remove_prefix(pre.size());
     if (rel == "data.pkl" || rel.substr(0, 5) == "data/" || rel.substr(0, 5) == "code/" || rel.substr(0, 10) == "constants/" ||
-        rel.substr(0, 6) == "extra/" || rel.substr(0, 13) == "traced_inputs" || rel.find(".pkl") != std::string_view::npos || e.uncompressed_size > 256 || e.method != 0)
+        rel.substr(0, 6) == "extra/" || rel.substr(0, 13) == "traced_inputs" || rel.find(".pkl") != std::string_view::npos ||
+        e.uncompressed_size > 256 || e.method != 0)
       continue;
     ck.records.emplace_back(std::string(rel), trimmed(zip.stored(e).str(0, e.compressed_size)));
   }
@@ -200,7 +204,8 @@ Checkpoint read_input(const Input& in, const Limits& limits) {
     r.read(ck, in, limits);
     return ck;
   }
-  throw InputError(in.path, "", 0, fmt::format("not a PyTorch checkpoint (first byte 0x{:02x} starts no known format)", in.file->view().u8(0)));
+  throw InputError(in.path, "", 0,
+                   fmt::format("not a PyTorch checkpoint (first byte 0x{:02x} starts no known format)", in.file->view().u8(0)));
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ void write_check_json(const CheckReport& r, std::FILE* f) {
   j["read_error"] = r.read_error.empty() ? J(nullptr) : J(r.read_error);
   J fs = J::array();
   for (const Finding& x : r.findings)
-    fs.push_back(J{{"id", x.id}, {"severity", to_string(x.severity)}, {"message", x.message}, {"fix", x.fix}, {"where", x.where}});
+    fs.push_back(
+        J{{"id", x.id}, {"severity", to_string(x.severity)}, {"message", x.message}, {"fix", x.fix}, {"where", x.where}});
   j["findings"] = std::move(fs);
   const std::string out = json_text(j) + "\n";
   std::fwrite(out.data(), 1, out.size(), f);
@@ -67,8 +68,7 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
       if (d.comparable)
         out += fmt::format("values: {}: max abs diff {:.6g}, max rel diff {:.6g}{}\n", name, d.max_abs, d.max_rel,
                            d.within ? " (within tolerance)" : "");
-      else
-        out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, d.dtype_a);
+      else out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, d.dtype_a);
     }
   }
   out += fmt::format("{}: {} paired, {} only in A, {} only in B, {} changed{}\n", r.same(o) ? "same" : "different", r.paired,
@@ -145,8 +145,11 @@ std::string load_json_text(const LoadReport& r) {
       m["unexpected_keys"] = r.match->unexpected;
       J mm = J::array();
       for (const KeyMismatch& x : r.match->mismatched)
-        mm.push_back(J{{"key", x.key}, {"file_shape", shape_json(x.file_shape)}, {"model_shape", shape_json(x.model_shape)},
-                       {"file_dtype", x.file_dtype}, {"model_dtype", x.model_dtype}});
+        mm.push_back(J{{"key", x.key},
+                       {"file_shape", shape_json(x.file_shape)},
+                       {"model_shape", shape_json(x.model_shape)},
+                       {"file_dtype", x.file_dtype},
+                       {"model_dtype", x.model_dtype}});
       m["mismatched_keys"] = mm;
       m["suggested_strip_prefix"] = opt(r.match->suggested_strip_prefix);
       m["suggested_add_prefix"] = opt(r.match->suggested_add_prefix);
@@ -160,12 +163,22 @@ std::string load_json_text(const LoadReport& r) {
   } else {
     j["model"] = nullptr;
   }
-  j["totals"] = J{{"tensors", r.tensors}, {"loaded", r.loaded}, {"meta", r.meta}, {"skipped", r.skipped},
-                  {"bytes", r.bytes}, {"bytes_read", r.bytes_read}, {"zero_copy_bytes", r.zero_copy_bytes},
-                  {"copied_bytes", r.copied_bytes}, {"device_bytes", r.device_bytes},
-                  {"nan", r.checked_values() ? J(r.nan) : J(nullptr)}, {"inf", r.checked_values() ? J(r.inf) : J(nullptr)}};
-  j["time"] = J{{"startup_seconds", r.startup_seconds}, {"read_seconds", r.read_seconds},
-                {"check_seconds", r.check_seconds}, {"load_seconds", r.load_seconds}, {"seconds", r.seconds},
+  j["totals"] = J{{"tensors", r.tensors},
+                  {"loaded", r.loaded},
+                  {"meta", r.meta},
+                  {"skipped", r.skipped},
+                  {"bytes", r.bytes},
+                  {"bytes_read", r.bytes_read},
+                  {"zero_copy_bytes", r.zero_copy_bytes},
+                  {"copied_bytes", r.copied_bytes},
+                  {"device_bytes", r.device_bytes},
+                  {"nan", r.checked_values() ? J(r.nan) : J(nullptr)},
+                  {"inf", r.checked_values() ? J(r.inf) : J(nullptr)}};
+  j["time"] = J{{"startup_seconds", r.startup_seconds},
+                {"read_seconds", r.read_seconds},
+                {"check_seconds", r.check_seconds},
+                {"load_seconds", r.load_seconds},
+                {"seconds", r.seconds},
                 {"gb_per_s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)}};
   j["memory"] = J{{"peak_rss_bytes", r.peak_rss}, {"device_bytes", r.device_bytes}};
   j["complete"] = !r.incomplete();
@@ -239,8 +252,7 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     for (const KeyMismatch& x : m.mismatched)
       out += fmt::format("mismatched: {}: file {} {}, model {} {}\n", x.key, x.file_dtype, shape_text(x.file_shape),
                          x.model_dtype, shape_text(x.model_shape));
-    if (m.suggested_strip_prefix)
-      out += fmt::format("hint: keys match with --strip-prefix '{}'\n", *m.suggested_strip_prefix);
+    if (m.suggested_strip_prefix) out += fmt::format("hint: keys match with --strip-prefix '{}'\n", *m.suggested_strip_prefix);
     if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", *m.suggested_add_prefix);
   }
   out += "\n";
@@ -248,11 +260,14 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   out += fmt::format("{:<10} {} ({} read from the file: {} zero-copy, {} copied)\n", "bytes", human_bytes(r.bytes),
                      human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes), human_bytes(r.copied_bytes));
   if (r.checked_values()) out += fmt::format("{:<10} {} NaN, {} Inf\n", "values", r.nan, r.inf);
-  const std::string checked =
-      r.check_seconds > 0 ? fmt::format("{:.3f} s reading and checking every byte while LibTorch started, ", r.check_seconds) : "";
-  out += fmt::format("{:<10} {:.3f} s ({}{:.3f} s to the command, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n",
-                     "time", r.seconds, checked, r.startup_seconds, r.read_seconds, r.load_seconds,
-                     gbps(r.bytes_read, r.check_seconds + r.load_seconds));
+  const std::string checked = r.check_seconds > 0
+                                  ? fmt::format("{:.3f} s reading and checking every byte while LibTorch started, ",
+                                                r.check_seconds)
+                                  : "";
+  out += fmt::format(
+      "{:<10} {:.3f} s ({}{:.3f} s to the command, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n", "time",
+      r.seconds, checked, r.startup_seconds, r.read_seconds, r.load_seconds,
+      gbps(r.bytes_read, r.check_seconds + r.load_seconds));
   out += fmt::format("{:<10} peak RSS {}{}\n", "memory", human_bytes(r.peak_rss),
                      r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), r.device) : std::string());
   if (!r.model.empty()) {
@@ -261,7 +276,8 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
                          human_bytes(r.arch_bytes_skipped), r.model);
     else
       out += fmt::format("{:<10} {} of {}'s own weights read in {:.3f} s, then {} overwritten (--empty-init avoids both)\n",
-                         "plain init", human_bytes(r.arch_bytes_read), r.model, r.arch_seconds, human_bytes(r.bytes_written_twice));
+                         "plain init", human_bytes(r.arch_bytes_read), r.model, r.arch_seconds,
+                         human_bytes(r.bytes_written_twice));
   }
   for (const std::string& n : r.notes) out += "note: " + n + "\n";
   return out;

@@ -50,7 +50,8 @@ std::string forward_line(const ForwardReport& f) {
   std::string line = fmt::format("{}{} on {} (LibTorch {})", f.input_file.empty() ? "" : f.input_file + ": ", join(in, ", "),
                                  f.device, f.libtorch);
   if (!f.error.empty())
-    return line + fmt::format(", failed in {}", f.error_module.empty() ? "the root module's own code" : "module " + f.error_module);
+    return line +
+           fmt::format(", failed in {}", f.error_module.empty() ? "the root module's own code" : "module " + f.error_module);
   std::string out;
   sizes_text(f.out_sizes, true, out);
   line += fmt::format(", eval, no grad: {:.1f} ms, out {}", f.seconds * 1e3, out);
@@ -61,9 +62,11 @@ std::string forward_line(const ForwardReport& f) {
 std::string model_line(const ModelReport& m) {
   std::string line = m.path;
   std::vector<std::string> bits;
-  if (!m.strip_prefix.empty()) bits.push_back(fmt::format("stripping '{}'{}", m.strip_prefix, m.prefix_guessed ? " (guessed)" : ""));
+  if (!m.strip_prefix.empty())
+    bits.push_back(fmt::format("stripping '{}'{}", m.strip_prefix, m.prefix_guessed ? " (guessed)" : ""));
   if (!m.add_prefix.empty()) bits.push_back(fmt::format("adding '{}'{}", m.add_prefix, m.prefix_guessed ? " (guessed)" : ""));
-  bits.push_back(fmt::format("{} keys matched, {} missing, {} unexpected, {} mismatched", m.matched, m.missing, m.unexpected, m.mismatched));
+  bits.push_back(
+      fmt::format("{} keys matched, {} missing, {} unexpected, {} mismatched", m.matched, m.missing, m.unexpected, m.mismatched));
   if (!m.resolved.empty()) {
     std::vector<std::string> r;
     for (const auto& [name, shape] : m.resolved) r.push_back(name + " " + shape_text(shape));
@@ -86,7 +89,7 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
-  std::string content = ck.content == Content::StateDict                                     ? "state dict"
+  std::string content = ck.content == Content::StateDict                                    ? "state dict"
                         : ck.content == Content::Module && ck.format == Format::TorchScript ? "scripted module"
                         : ck.content == Content::Module                                     ? "pickled nn.Module"
                                                                                             : to_string(ck.content);
@@ -184,8 +187,8 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       while (params.back() == ' ') params.pop_back();
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
-    std::vector<std::string> row{r.name, r.type.empty() ? "?" : r.type, params, human_count(r.buffers),
-                                 join(r.dtypes, ", "), human_bytes(r.bytes)};
+    std::vector<std::string> row{
+        r.name, r.type.empty() ? "?" : r.type, params, human_count(r.buffers), join(r.dtypes, ", "), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
       const ModuleForward& m = forward_of(*f, r.name);
@@ -255,8 +258,8 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   }
   if (s.forward && s.forward->error.empty()) foot(human_count(s.forward->flops), "Total Flops");
   for (const Finding& f : s.findings) {
-    out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id, color_reset(o.color),
-                       f.message);
+    out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id,
+                       color_reset(o.color), f.message);
     out += fmt::format("  fix: {}\n", f.fix);
   }
   return out;
@@ -285,12 +288,14 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   };
   out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", count(T.trainable),
                      count(T.non_trainable), count(T.parameters));
-  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "", count(T.buffers));
-  out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n", static_cast<double>(T.parameter_bytes) / 1e6,
-                     static_cast<double>(T.bytes) / 1e6);
+  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "",
+                     count(T.buffers));
+  out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
+                     static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
   if (!s.findings.empty()) out += "\n";
-  for (const Finding& f : s.findings) out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message), f.fix);
+  for (const Finding& f : s.findings)
+    out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message), f.fix);
   return out;
 }
 
@@ -369,9 +374,15 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     const ModelReport& m = *s.model;
     J resolved = J::array();
     for (const auto& [name, shape] : m.resolved) resolved.push_back(J{{"name", name}, {"shape", shape}});
-    j["model"] = J{{"file", m.path},           {"strip_prefix", m.strip_prefix}, {"add_prefix", m.add_prefix},
-                   {"prefix_guessed", m.prefix_guessed}, {"matched", m.matched}, {"missing", m.missing},
-                   {"unexpected", m.unexpected}, {"mismatched", m.mismatched},   {"resolved", resolved}};
+    j["model"] = J{{"file", m.path},
+                   {"strip_prefix", m.strip_prefix},
+                   {"add_prefix", m.add_prefix},
+                   {"prefix_guessed", m.prefix_guessed},
+                   {"matched", m.matched},
+                   {"missing", m.missing},
+                   {"unexpected", m.unexpected},
+                   {"mismatched", m.mismatched},
+                   {"resolved", resolved}};
   }
   if (s.forward) {
     const ForwardReport& f = *s.forward;
@@ -381,9 +392,10 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       one["range"] = i.range ? J::array({i.range->first, i.range->second}) : J();
       inputs.push_back(one);
     }
-    J fw{{"inputs", inputs}, {"input_file", f.input_file.empty() ? J() : J(f.input_file)}, {"device", f.device},
-         {"libtorch", f.libtorch}, {"per_module", f.per_module}, {"out_sizes", f.out_sizes}, {"flops", f.flops},
-         {"seconds", f.seconds}};
+    J fw{{"inputs", inputs},           {"input_file", f.input_file.empty() ? J() : J(f.input_file)},
+         {"device", f.device},         {"libtorch", f.libtorch},
+         {"per_module", f.per_module}, {"out_sizes", f.out_sizes},
+         {"flops", f.flops},           {"seconds", f.seconds}};
     fw["error"] = f.error.empty() ? J() : J{{"module", f.error_module}, {"message", f.error}, {"completed", f.completed}};
     j["forward"] = fw;
   }
@@ -404,7 +416,8 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     opt_string(r.type);
     out += ", \"qualified_type\": ";
     opt_string(r.qualified_type);
-    fmt::format_to(out_it, ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
+    fmt::format_to(out_it,
+                   ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
                    "\"tensors\": {}, \"uninitialized\": {}, \"dtypes\": [",
                    r.depth, r.parameters, r.trainable, r.buffers, r.bytes, r.tensors, r.uninitialized);
     for (size_t k = 0; k < r.dtypes.size(); ++k) {
@@ -435,9 +448,11 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     out += ", \"dtype\": ";
     opt_string(t.dtype ? t.dtype->name : std::string_view());
     out += ", \"shape\": ";
-    if (lazy) out += "null"; else put_ints(out, t.shape);
+    if (lazy) out += "null";
+    else put_ints(out, t.shape);
     out += ", \"stride\": ";
-    if (lazy || !strided) out += "null"; else put_ints(out, t.stride);
+    if (lazy || !strided) out += "null";
+    else put_ints(out, t.stride);
     if (lazy) out += ", \"numel\": null, \"bytes\": null";
     else fmt::format_to(out_it, ", \"numel\": {}, \"bytes\": {}", t.numel, t.bytes);
     fmt::format_to(out_it, ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"device\": ",
@@ -449,9 +464,18 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
     out += ", \"layout\": ";
     put_string(out, t.layout_text());
-    if (!t.qscheme.empty()) { out += ", \"qscheme\": "; put_string(out, t.qscheme); }
-    if (!t.subclass.empty()) { out += ", \"subclass\": "; put_string(out, t.subclass); }
-    if (!t.shard.empty()) { out += ", \"shard\": "; put_string(out, t.shard); }
+    if (!t.qscheme.empty()) {
+      out += ", \"qscheme\": ";
+      put_string(out, t.qscheme);
+    }
+    if (!t.subclass.empty()) {
+      out += ", \"subclass\": ";
+      put_string(out, t.subclass);
+    }
+    if (!t.shard.empty()) {
+      out += ", \"shard\": ";
+      put_string(out, t.shard);
+    }
     if (t.resolved) out += ", \"resolved\": true";
   });
 

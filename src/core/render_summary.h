@@ -10,8 +10,8 @@
 namespace ckpt {
 
 struct RenderOptions {
-  int depth = 1;        // module rows up to this depth (Lightning's max_depth): -1 all, 0 none
-  bool color = false;   // ANSI colour for severities
+  int depth = 1;  // module rows up to this depth (Lightning's max_depth): -1 all, 0 none
+  bool color = false;  // ANSI colour for severities
 };
 
 constexpr const char* kSummarySchema = "ckpt.summary/1";

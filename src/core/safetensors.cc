@@ -16,10 +16,25 @@ struct StDType {
   std::string_view st, torch;
 };
 constexpr std::array<StDType, 20> kStDTypes{{
-    {"BOOL", "bool"}, {"U8", "uint8"}, {"I8", "int8"}, {"I16", "int16"}, {"U16", "uint16"}, {"F16", "float16"},
-    {"BF16", "bfloat16"}, {"I32", "int32"}, {"U32", "uint32"}, {"F32", "float32"}, {"C64", "complex64"},
-    {"F64", "float64"}, {"I64", "int64"}, {"U64", "uint64"}, {"F8_E5M2", "float8_e5m2"}, {"F8_E4M3", "float8_e4m3fn"},
-    {"F8_E8M0", "float8_e8m0fnu"}, {"F8_E4M3FNUZ", "float8_e4m3fnuz"}, {"F8_E5M2FNUZ", "float8_e5m2fnuz"},
+    {"BOOL", "bool"},
+    {"U8", "uint8"},
+    {"I8", "int8"},
+    {"I16", "int16"},
+    {"U16", "uint16"},
+    {"F16", "float16"},
+    {"BF16", "bfloat16"},
+    {"I32", "int32"},
+    {"U32", "uint32"},
+    {"F32", "float32"},
+    {"C64", "complex64"},
+    {"F64", "float64"},
+    {"I64", "int64"},
+    {"U64", "uint64"},
+    {"F8_E5M2", "float8_e5m2"},
+    {"F8_E4M3", "float8_e4m3fn"},
+    {"F8_E8M0", "float8_e8m0fnu"},
+    {"F8_E4M3FNUZ", "float8_e4m3fnuz"},
+    {"F8_E5M2FNUZ", "float8_e5m2fnuz"},
     {"F4", "float4_e2m1fn_x2"},
 }};
 
@@ -46,7 +61,8 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.content = Content::StateDict;
   const uint64_t n = f.le<uint64_t>(0);
   if (n > kMaxHeader || n > limits.string_bytes)
-    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n, std::min(kMaxHeader, limits.string_bytes)));
+    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n,
+                          std::min(kMaxHeader, limits.string_bytes)));
   if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
   const std::string_view text = f.str(8, n);
   const uint64_t data_start = 8 + n;
@@ -65,9 +81,7 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
                                         }
                                         return true;
                                       });
-  } catch (const nlohmann::ordered_json::parse_error& e) {
-    header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON");
-  }
+  } catch (const nlohmann::ordered_json::parse_error& e) { header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON"); }
   if (!duplicate.empty()) header.fail(0, fmt::format("duplicate tensor name '{}' in the header", duplicate));
   if (!j.is_object()) header.fail(0, "header is not a JSON object");
 
@@ -108,7 +122,8 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
     e.end = off[1].get<uint64_t>();
     // F4 counts 4-bit values (two per byte); every other dtype whole elements.
     const bool nibbles = dt.get<std::string>() == "F4";
-    if (nibbles && e.numel % 2) header.fail(0, fmt::format("tensor '{}': F4 shape {} holds an odd number of values", name, v["shape"].dump()));
+    if (nibbles && e.numel % 2)
+      header.fail(0, fmt::format("tensor '{}': F4 shape {} holds an odd number of values", name, v["shape"].dump()));
     const uint64_t need = nibbles ? e.numel / 2 : dtype_bytes(*dtype, e.numel);
     if (e.end < e.begin || e.end - e.begin != need)
       header.fail(0, fmt::format("tensor '{}': data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", name, e.begin,
@@ -119,11 +134,15 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   // The tensors must tile the data region exactly.
   std::vector<const Entry*> order;
   for (const Entry& e : entries) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
+  std::sort(order.begin(), order.end(),
+            [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
   uint64_t at = 0;
   for (const Entry* e : order) {
-    if (e->begin > at) header.fail(0, fmt::format("gap of {} bytes before tensor '{}' at data offset {}", e->begin - at, e->name, at));
-    if (e->begin < at) header.fail(0, fmt::format("tensor '{}' at data offset {} overlaps the tensor before it (which ends at {})", e->name, e->begin, at));
+    if (e->begin > at)
+      header.fail(0, fmt::format("gap of {} bytes before tensor '{}' at data offset {}", e->begin - at, e->name, at));
+    if (e->begin < at)
+      header.fail(0, fmt::format("tensor '{}' at data offset {} overlaps the tensor before it (which ends at {})", e->name,
+                                 e->begin, at));
     at = e->end;
   }
   const uint64_t data_size = f.size() - data_start;

@@ -15,30 +15,56 @@ namespace ckpt {
 namespace {
 
 constexpr std::array<std::string_view, 38> kDangerousModules{
-    "os",       "posix",    "nt",        "posixpath", "ntpath",   "subprocess", "sys",      "socket",
-    "runpy",    "pty",      "pickle",    "_pickle",   "cPickle",  "shutil",     "bdb",      "pdb",
-    "asyncio",  "webbrowser", "httplib", "http",      "requests", "aiohttp",    "urllib",   "urllib2",
-    "importlib", "ctypes",  "code",      "codeop",    "commands", "multiprocessing", "marshal", "timeit",
-    "pip",      "setuptools", "platform", "signal",   "tempfile", "dill"};
+    "os",        "posix",  "nt",       "posixpath",  "ntpath",   "subprocess",
+    "sys",       "socket", "runpy",    "pty",        "pickle",   "_pickle",
+    "cPickle",   "shutil", "bdb",      "pdb",        "asyncio",  "webbrowser",
+    "httplib",   "http",   "requests", "aiohttp",    "urllib",   "urllib2",
+    "importlib", "ctypes", "code",     "codeop",     "commands", "multiprocessing",
+    "marshal",   "timeit", "pip",      "setuptools", "platform", "signal",
+    "tempfile",  "dill"};
 
-constexpr std::array<std::string_view, 17> kDangerousBuiltins{
-    "eval", "exec", "compile", "getattr", "setattr", "delattr", "open", "__import__", "breakpoint",
-    "input", "globals", "locals", "vars", "execfile", "apply", "file", "reload"};
+constexpr std::array<std::string_view, 17> kDangerousBuiltins{"eval", "exec",       "compile",    "getattr", "setattr", "delattr",
+                                                              "open", "__import__", "breakpoint", "input",   "globals", "locals",
+                                                              "vars", "execfile",   "apply",      "file",    "reload"};
 
-constexpr std::array<std::string_view, 8> kDangerousQualified{
-    "torch.storage._load_from_bytes", "torch.load", "torch.serialization.load", "torch.jit.load",
-    "numpy.load", "operator.attrgetter", "operator.methodcaller", "copyreg._extension_registry"};
+constexpr std::array<std::string_view, 8> kDangerousQualified{"torch.storage._load_from_bytes",
+                                                              "torch.load",
+                                                              "torch.serialization.load",
+                                                              "torch.jit.load",
+                                                              "numpy.load",
+                                                              "operator.attrgetter",
+                                                              "operator.methodcaller",
+                                                              "copyreg._extension_registry"};
 
 // torch.serialization's weights_only allowlist (torch/_weights_only_unpickler.py), by name.
-constexpr std::array<std::string_view, 16> kSafeQualified{
-    "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter", "torch.serialization._get_layout",
-    "torch.Size", "torch.Tensor", "torch.device", "_codecs.encode", "builtins.bytearray", "builtins.set",
-    "builtins.frozenset", "builtins.complex", "torch._tensor._rebuild_from_type_v2", "torch.storage.UntypedStorage",
-    "torch.storage.TypedStorage", "torch.UntypedStorage"};
+constexpr std::array<std::string_view, 16> kSafeQualified{"collections.OrderedDict",
+                                                          "collections.Counter",
+                                                          "torch.nn.parameter.Parameter",
+                                                          "torch.serialization._get_layout",
+                                                          "torch.Size",
+                                                          "torch.Tensor",
+                                                          "torch.device",
+                                                          "_codecs.encode",
+                                                          "builtins.bytearray",
+                                                          "builtins.set",
+                                                          "builtins.frozenset",
+                                                          "builtins.complex",
+                                                          "torch._tensor._rebuild_from_type_v2",
+                                                          "torch.storage.UntypedStorage",
+                                                          "torch.storage.TypedStorage",
+                                                          "torch.UntypedStorage"};
 
-constexpr std::array<std::string_view, 11> kTorchEnums{
-    "per_tensor_affine", "per_channel_affine", "per_tensor_symmetric", "per_channel_symmetric",
-    "per_channel_affine_float_qparams", "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"};
+constexpr std::array<std::string_view, 11> kTorchEnums{"per_tensor_affine",
+                                                       "per_channel_affine",
+                                                       "per_tensor_symmetric",
+                                                       "per_channel_symmetric",
+                                                       "per_channel_affine_float_qparams",
+                                                       "strided",
+                                                       "sparse_coo",
+                                                       "sparse_csr",
+                                                       "sparse_csc",
+                                                       "sparse_bsr",
+                                                       "sparse_bsc"};
 
 template <typename A>
 bool in(const A& arr, std::string_view v) {
@@ -66,7 +92,8 @@ GlobalClass classify_global(std::string_view module, std::string_view name) {
   if (module == "torch.nn.parameter" && (name == "UninitializedParameter" || name == "UninitializedBuffer"))
     return GlobalClass::Safe;
   // torch.distributed.checkpoint's .metadata: torch's own dataclasses, and the path of the checkpoint.
-  if (module == "torch.distributed.checkpoint" || module.substr(0, 29) == "torch.distributed.checkpoint.") return GlobalClass::Safe;
+  if (module == "torch.distributed.checkpoint" || module.substr(0, 29) == "torch.distributed.checkpoint.")
+    return GlobalClass::Safe;
   if ((module == "pathlib" || module == "pathlib._local") &&
       (name == "PosixPath" || name == "WindowsPath" || name == "PurePosixPath" || name == "PureWindowsPath" || name == "Path"))
     return GlobalClass::Safe;
@@ -115,8 +142,8 @@ class Scanner {
       const uint64_t h = e.local_header_offset;
       const uint16_t n = v.le<uint16_t>(h + 26);
       if (v.str(h + 30, n) != e.name) {
-        scan_.problems.push_back(
-            {ScanProblem::Kind::RenamedMember, prefixed(label, std::string(e.name)), std::string(e.name), std::string(v.str(h + 30, n))});
+        scan_.problems.push_back({ScanProblem::Kind::RenamedMember, prefixed(label, std::string(e.name)), std::string(e.name),
+                                  std::string(v.str(h + 30, n))});
       }
       std::string_view name = e.name;
       if (name.size() < 4 || name.substr(name.size() - 4) != ".pkl") continue;

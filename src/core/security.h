@@ -35,14 +35,14 @@ struct ScannedPickle {
 struct ScanProblem {
   enum class Kind { RenamedMember, Malformed };
   Kind kind = Kind::Malformed;
-  std::string where;   // Malformed: "<member>+0x1a3"; RenamedMember: the member's name, label-prefixed
+  std::string where;  // Malformed: "<member>+0x1a3"; RenamedMember: the member's name, label-prefixed
   std::string member;  // Malformed: the pickle's member ("" = the file); RenamedMember: the central directory's name
   std::string detail;  // Malformed: the parser's message; RenamedMember: the local header's name
 };
 
 struct PickleScan {
   std::vector<ScannedPickle> pickles;  // in the order scanned
-  std::vector<ScanProblem> problems;   // in the order met
+  std::vector<ScanProblem> problems;  // in the order met
 };
 
 // Scans every pickle of `file`. Throws InputError only when the container itself is broken.

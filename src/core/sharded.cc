@@ -13,9 +13,7 @@ namespace ckpt {
 
 namespace fs = std::filesystem;
 
-bool is_index_path(const std::string& path) {
-  return path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0;
-}
+bool is_index_path(const std::string& path) { return path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0; }
 
 std::string find_index(const std::string& dir) {
   std::vector<std::string> found;
@@ -33,16 +31,14 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   const std::string& index_path = in.path;
   auto file = MappedFile::open(index_path);
   const ByteView v = file->view();
-  if (v.size() > limits.string_bytes) v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
+  if (v.size() > limits.string_bytes)
+    v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
   const std::string_view text = v.str(0, v.size());
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(text.begin(), text.end());
-  } catch (const nlohmann::ordered_json::parse_error& e) {
-    v.fail(e.byte > 0 ? e.byte - 1 : 0, "index is not valid JSON");
-  }
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-    v.fail(0, "index has no weight_map object");
+  } catch (const nlohmann::ordered_json::parse_error& e) { v.fail(e.byte > 0 ? e.byte - 1 : 0, "index is not valid JSON"); }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) v.fail(0, "index has no weight_map object");
 
   ck.file = file;
   ck.path = index_path;
@@ -51,11 +47,12 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.content = Content::StateDict;
   ck.file_size = file->size();
   std::map<std::string, std::string> where;  // tensor -> shard
-  std::vector<std::string> shards;           // sorted by file name
+  std::vector<std::string> shards;  // sorted by file name
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
     const std::string shard = it->get<std::string>();
-    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." || shard == "..")
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." ||
+        shard == "..")
       v.fail(0, fmt::format("weight_map entry '{}' names '{}', which is not a file beside the index", it.key(), shard));
     where[it.key()] = shard;
     if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
@@ -76,7 +73,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       if (it == where.end())
         throw InputError(p.string(), fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
       if (it->second != shard)
-        throw InputError(p.string(), fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard, it->second));
+        throw InputError(p.string(), fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
+                                                 it->second));
       held.insert(t.name);
       bytes += t.bytes;
       t.storage = shard + ":" + t.storage;
@@ -97,7 +95,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
   }
   for (const auto& [tensor, shard] : where)
-    if (!held.count(tensor)) v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", tensor, shard));
+    if (!held.count(tensor))
+      v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", tensor, shard));
 }
 
 }  // namespace ckpt

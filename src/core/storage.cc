@@ -33,8 +33,8 @@ ByteView StorageIndex::bytes(const Storage& s) const {
   }
   if (off > v.size() || v.size() - off < s.nbytes)
     throw InputError(f->path(), member, 0,
-                     fmt::format("storage '{}' needs {} bytes at file offset {:#x}; the file has {}", s.key, s.nbytes,
-                                 off, off > v.size() ? 0 : v.size() - off));
+                     fmt::format("storage '{}' needs {} bytes at file offset {:#x}; the file has {}", s.key, s.nbytes, off,
+                                 off > v.size() ? 0 : v.size() - off));
   return v.sub(off, s.nbytes, "storage data").as_member(member);
 }
 
@@ -50,13 +50,16 @@ ByteView StorageIndex::assemble(const Storage& s) const {
     for (const Chunk& c : s.chunks) {
       const ByteView region = c.file->view().sub(c.offset, c.length, "DCP region");
       const std::string name = fmt::format("{}+{:#x}", c.file->path(), c.offset);
-      Checkpoint part = read_checkpoint(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name), limits_);
-      auto fail = [&](const std::string& why) { throw InputError(c.file->path(), "", c.offset, fmt::format("DCP chunk of '{}': {}", s.key, why)); };
+      Checkpoint part = read_checkpoint(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name),
+                                        limits_);
+      auto fail = [&](const std::string& why) {
+        throw InputError(c.file->path(), "", c.offset, fmt::format("DCP chunk of '{}': {}", s.key, why));
+      };
       if (part.tensors.size() != 1) fail(fmt::format("the region holds {} tensors, not one", part.tensors.size()));
       const Tensor& pt = part.tensors.front();
       if (pt.dtype != s.dtype || pt.shape != c.sizes || pt.layout != Layout::Strided || pt.state != TensorState::Materialized)
-        fail(fmt::format("the region holds {} {}, the metadata says {} {}", pt.dtype ? pt.dtype->name : "?",
-                         shape_text(pt.shape), s.dtype->name, shape_text(c.sizes)));
+        fail(fmt::format("the region holds {} {}, the metadata says {} {}", pt.dtype ? pt.dtype->name : "?", shape_text(pt.shape),
+                         s.dtype->name, shape_text(c.sizes)));
       StorageIndex sub(part, limits_);
       const Storage* ps = sub.find(pt.storage);
       if (!ps) fail("its tensor has no storage");
@@ -122,8 +125,8 @@ uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s)
       mul_overflows(static_cast<uint64_t>(t.offset), t.dtype->itemsize, &begin_bytes))
     return fail("extent overflows");
   if (end_bytes > s.nbytes)
-    return fail(fmt::format("shape {} stride {} offset {} needs {} bytes of storage '{}', which holds {}",
-                            shape_text(t.shape), shape_text(t.stride), t.offset, end_bytes, s.key, s.nbytes));
+    return fail(fmt::format("shape {} stride {} offset {} needs {} bytes of storage '{}', which holds {}", shape_text(t.shape),
+                            shape_text(t.stride), t.offset, end_bytes, s.key, s.nbytes));
   return end_bytes - begin_bytes;
 }
 

@@ -128,7 +128,10 @@ Summary summarize(const Checkpoint& ck) {
       ++row.tensors;
       if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
         row.dtypes.emplace_back(t.dtype->name);
-      if (t.state == TensorState::Uninitialized && !t.resolved) { ++row.uninitialized; continue; }
+      if (t.state == TensorState::Uninitialized && !t.resolved) {
+        ++row.uninitialized;
+        continue;
+      }
       // Only tensors saved under several names can be counted twice in one row.
       if (repeated[id_of[k]] && !counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
       const uint64_t n = static_cast<uint64_t>(t.numel);

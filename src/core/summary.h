@@ -14,26 +14,26 @@
 namespace ckpt {
 
 struct Totals {
-  uint64_t tensors = 0;          // tensor entries, any state
-  uint64_t elements = 0;         // sum of numel, materialized + meta
+  uint64_t tensors = 0;  // tensor entries, any state
+  uint64_t elements = 0;  // sum of numel, materialized + meta
   uint64_t unique_elements = 0;  // each distinct (storage, offset, shape, stride) once
-  uint64_t storage_bytes = 0;    // distinct storages the model's entries use
+  uint64_t storage_bytes = 0;  // distinct storages the model's entries use
   uint64_t file_storage_bytes = 0;  // every storage in the file (optimizer state included)
-  uint64_t bytes = 0;            // numel * itemsize over the unique tensors
-  uint64_t parameters = 0;       // unique parameter elements
+  uint64_t bytes = 0;  // numel * itemsize over the unique tensors
+  uint64_t parameters = 0;  // unique parameter elements
   uint64_t trainable = 0;
   uint64_t non_trainable = 0;
-  uint64_t buffers = 0;          // unique buffer elements
+  uint64_t buffers = 0;  // unique buffer elements
   uint64_t parameter_bytes = 0;  // unique parameter bytes (Lightning's "model params size")
-  uint64_t uninitialized = 0;    // entries
-  uint64_t meta = 0;             // entries
+  uint64_t uninitialized = 0;  // entries
+  uint64_t meta = 0;  // entries
 };
 
 struct ModuleRow {
-  std::string name;              // "" for the root
-  std::string type;              // short class name or "" when unknown
+  std::string name;  // "" for the root
+  std::string type;  // short class name or "" when unknown
   std::string qualified_type;
-  int depth = 0;                 // 0 for the root, 1 for its children, ...
+  int depth = 0;  // 0 for the root, 1 for its children, ...
   uint64_t parameters = 0;
   uint64_t trainable = 0;
   uint64_t buffers = 0;
@@ -42,7 +42,7 @@ struct ModuleRow {
   uint64_t uninitialized = 0;
   std::vector<std::string> dtypes;  // distinct dtype names, in first-seen order
   std::optional<bool> training;
-  std::string shared_with;          // a second path to the module named here (counted once)
+  std::string shared_with;  // a second path to the module named here (counted once)
   const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
 };
 
@@ -57,7 +57,7 @@ struct ModuleForward {
 };
 
 struct ForwardInput {
-  std::string name;              // keyword ("" for positional)
+  std::string name;  // keyword ("" for positional)
   std::vector<int64_t> shape;
   std::string dtype;
   std::optional<std::pair<int64_t, int64_t>> range;  // integer inputs: [low, high)
@@ -65,16 +65,16 @@ struct ForwardInput {
 
 struct ForwardReport {
   std::vector<ForwardInput> inputs;
-  std::string input_file;        // --example-input-file, "" for SPECs
+  std::string input_file;  // --example-input-file, "" for SPECs
   std::string device;
   std::string libtorch;
   nlohmann::ordered_json out_sizes = "?";
   uint64_t flops = 0;
   double seconds = 0.0;
   std::map<std::string, ModuleForward> modules;  // by path as the summary names it
-  bool per_module = true;        // false when the archive has no submodule calls left (frozen)
-  std::string error_module;      // set when the forward failed: where ("" = the root's own code)
-  std::string error;             // LibTorch's message
+  bool per_module = true;  // false when the archive has no submodule calls left (frozen)
+  std::string error_module;  // set when the forward failed: where ("" = the root's own code)
+  std::string error;  // LibTorch's message
   std::vector<std::string> completed;  // on failure: modules whose forward returned, in order
 };
 
@@ -82,7 +82,7 @@ struct ForwardReport {
 struct ModelReport {
   std::string path;
   std::string strip_prefix, add_prefix;  // applied to FILE's keys to get ARCH's
-  bool prefix_guessed = false;           // found by vote, not given
+  bool prefix_guessed = false;  // found by vote, not given
   std::vector<std::pair<std::string, std::vector<int64_t>>> resolved;  // lazy entries now sized
   size_t matched = 0, missing = 0, unexpected = 0, mismatched = 0;
 };
@@ -96,7 +96,7 @@ struct Summary {
   // tensor (tied weights), and for each storage holding several different views, every entry on it.
   std::vector<size_t> uninitialized_entries, meta_entries;
   std::vector<std::vector<size_t>> tied_groups, view_groups;
-  std::vector<Finding> findings;   // warnings shown after the totals; summarize() leaves it empty (findings.h)
+  std::vector<Finding> findings;  // warnings shown after the totals; summarize() leaves it empty (findings.h)
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
 };

@@ -29,7 +29,10 @@ std::string human_bytes(uint64_t n) {
   static const char* units[] = {"kB", "MB", "GB", "TB", "PB"};
   double x = static_cast<double>(n);
   int u = -1;
-  while (x >= 1000 && u < 4) { x /= 1000; ++u; }
+  while (x >= 1000 && u < 4) {
+    x /= 1000;
+    ++u;
+  }
   return fmt::format(x >= 100 ? "{:.0f} {}" : "{:.1f} {}", x, units[u]);
 }
 

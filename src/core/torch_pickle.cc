@@ -19,8 +19,8 @@ StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const 
     if (e->method != 0)
       pkl.fail(at->offset, fmt::format("storage entry {} is deflated; torch stores tensor data uncompressed", s.member));
     if (e->uncompressed_size < s.nbytes)
-      pkl.fail(at->offset, fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member,
-                                       e->uncompressed_size));
+      pkl.fail(at->offset,
+               fmt::format("storage '{}' needs {} bytes but {} holds {}", s.key, s.nbytes, s.member, e->uncompressed_size));
     s.present = true;
   };
 }
@@ -32,7 +32,6 @@ bool is_legacy_magic(const Value* v) {
 namespace {
 
 constexpr std::string_view kUtils = "torch._utils.";
-
 
 // Names that are buffers in every torch.nn module that has them (and in common model zoos).
 bool buffer_name(std::string_view leaf) {
@@ -64,13 +63,10 @@ size_t TorchInterpreter::storage(const Value* pid, const Value* at) {
   return ck_.storages.size() - 1;
 }
 
-void TorchInterpreter::fail(const Value* at, const std::string& msg) const {
-  pkl_.fail(at ? at->offset : 0, msg);
-}
+void TorchInterpreter::fail(const Value* at, const std::string& msg) const { pkl_.fail(at ? at->offset : 0, msg); }
 
 void TorchInterpreter::budget() {
-  if (++visited_ > lim_.walk_nodes)
-    pkl_.fail(0, fmt::format("object graph has more than {} nodes to visit", lim_.walk_nodes));
+  if (++visited_ > lim_.walk_nodes) pkl_.fail(0, fmt::format("object graph has more than {} nodes to visit", lim_.walk_nodes));
 }
 
 namespace {
@@ -89,8 +85,7 @@ size_t nargs(const Value* call) {
 }  // namespace
 
 TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const Value* at) const {
-  if (!pid || pid->kind != PKind::Tuple || pid->items.size() < 5 || !pid->items[0]->is_str() ||
-      pid->items[0]->s != "storage")
+  if (!pid || pid->kind != PKind::Tuple || pid->items.size() < 5 || !pid->items[0]->is_str() || pid->items[0]->s != "storage")
     fail(at, "persistent id is not a ('storage', type, key, location, numel) tuple");
   const auto& it = pid->items;
   StorageId id;
@@ -167,8 +162,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     Ints sz = int_list(size), st = int_list(stride);
     if (!sz.ok) fail(v, fmt::format("size of '{}' is not a tuple of ints", name));
     if (!st.ok) fail(v, fmt::format("stride of '{}' is not a tuple of ints", name));
-    if (sz.v.size() != st.v.size())
-      fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.v.size(), st.v.size()));
+    if (sz.v.size() != st.v.size()) fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.v.size(), st.v.size()));
     uint64_t numel = 1;
     for (size_t k = 0; k < sz.v.size(); ++k) {
       if (sz.v[k] < 0 || st.v[k] < 0) fail(v, fmt::format("'{}' has a negative size or stride", name));
@@ -192,7 +186,8 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.storage = s.key;
     t.device = s.device;
     t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
-    if (!offset || !offset->is_int() || offset->i < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
+    if (!offset || !offset->is_int() || offset->i < 0)
+      fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
     t.offset = offset->i;
     // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
     if (const Value* pid = pidv->args(); pid && pid->kind == PKind::Tuple && pid->items.size() > 5) {
@@ -237,7 +232,8 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     ext.callable = const_cast<Value*>(func);
     ext.args = const_cast<Value*>(args);
     call.offset = v->offset;
-    if (!is_tensor(&call)) fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", name, func ? func->qualified() : "?"));
+    if (!is_tensor(&call))
+      fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", name, func ? func->qualified() : "?"));
     t = tensor(&call, name);
     t.identity = v;
     std::string q = type ? type->qualified() : "";
@@ -338,13 +334,18 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
       if (!is_tensor(data->items[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
       Tensor part = tensor(data->items[k], name);
       stored += part.bytes;
-      if (k == nparts - 1) { t.dtype = part.dtype; t.device = part.device; t.storage = part.storage; }
+      if (k == nparts - 1) {
+        t.dtype = part.dtype;
+        t.device = part.device;
+        t.storage = part.storage;
+      }
     }
     Ints sz = int_list(data->items[nparts]);
     if (!sz.ok) fail(v, fmt::format("sparse tensor '{}' has no size", name));
     uint64_t numel = 1;
     for (int64_t d : sz.v) {
-      if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel)) fail(v, fmt::format("sparse tensor '{}' size overflows", name));
+      if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel))
+        fail(v, fmt::format("sparse tensor '{}' size overflows", name));
     }
     t.shape = sz.v;
     t.numel = static_cast<int64_t>(numel);
@@ -476,7 +477,8 @@ const Value* key_of(const Value* dict, std::string_view k) {
   return dict && (dict->kind == PKind::Dict || dict->kind == PKind::Object) ? dict->get(k) : nullptr;
 }
 bool dict_like(const Value* v) {
-  return v && (v->kind == PKind::Dict || (v->kind == PKind::Object && (!v->pairs().empty() || v->qualified() == "collections.OrderedDict")));
+  return v && (v->kind == PKind::Dict ||
+               (v->kind == PKind::Object && (!v->pairs().empty() || v->qualified() == "collections.OrderedDict")));
 }
 }  // namespace
 
@@ -499,8 +501,10 @@ void TorchInterpreter::lightning(const Value* root) {
         c.bytes += t.bytes;
         continue;
       }
-      if (x->kind == PKind::Dict || x->kind == PKind::Object) for (const Value* e : x->pairs()) todo.push_back({e, d + 1});
-      if (x->kind == PKind::List || x->kind == PKind::Tuple) for (const Value* e : x->items) todo.push_back({e, d + 1});
+      if (x->kind == PKind::Dict || x->kind == PKind::Object)
+        for (const Value* e : x->pairs()) todo.push_back({e, d + 1});
+      if (x->kind == PKind::List || x->kind == PKind::Tuple)
+        for (const Value* e : x->items) todo.push_back({e, d + 1});
     }
     return c;
   };
@@ -529,7 +533,8 @@ void TorchInterpreter::lightning(const Value* root) {
     } else if (key == "loops" && dict_like(val)) {
       std::vector<std::string> names;
       const auto& lp = val->pairs();
-      for (size_t j = 0; j + 1 < lp.size(); j += 2) if (lp[j]->is_str()) names.push_back(std::string(lp[j]->s));
+      for (size_t j = 0; j + 1 < lp.size(); j += 2)
+        if (lp[j]->is_str()) names.push_back(std::string(lp[j]->s));
       tr.claim(key);
       tr.loops = std::move(names);
     } else {

@@ -157,7 +157,9 @@ class TsReader {
   }
 
  private:
-  static bool is_object(const Value* v) { return v && v->kind == PKind::Object && v->callable() && v->callable()->kind == PKind::Global; }
+  static bool is_object(const Value* v) {
+    return v && v->kind == PKind::Object && v->callable() && v->callable()->kind == PKind::Global;
+  }
 
   void parse_code() {
     const std::string code = pre_ + "code/";
@@ -286,7 +288,8 @@ class TsReader {
       std::unordered_set<std::string> called;
       for (const TsMethod& m : cls->methods) {
         by_name.emplace(m.name, &m);
-        for (const std::string& c : m.self_calls) if (c != m.name) called.insert(c);
+        for (const std::string& c : m.self_calls)
+          if (c != m.name) called.insert(c);
       }
       std::unordered_set<std::string> from_forward;
       std::deque<std::string> todo{"forward"};

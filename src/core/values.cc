@@ -97,8 +97,8 @@ uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage) {
   return static_cast<uint32_t>(crc);
 }
 
-std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors, bool crc,
-                                      unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress) {
+std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors,
+                                      bool crc, unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<TensorCheck> out(tensors.size());
   std::vector<size_t> order;  // biggest first, so the last tensor handed out is a small one
   for (size_t k = 0; k < tensors.size(); ++k) {
@@ -145,11 +145,19 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
 
 std::optional<double> element_value(const DType& d, const uint8_t* p) {
   const std::string_view n = d.name;
-  auto rd = [&](auto x) { std::memcpy(&x, p, sizeof(x)); return x; };
+  auto rd = [&](auto x) {
+    std::memcpy(&x, p, sizeof(x));
+    return x;
+  };
   if (n == "float32") return rd(float{});
   if (n == "float64") return rd(double{});
   if (n == "float16") return half_to_double(rd(uint16_t{}));
-  if (n == "bfloat16") { uint32_t u = static_cast<uint32_t>(rd(uint16_t{})) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+  if (n == "bfloat16") {
+    uint32_t u = static_cast<uint32_t>(rd(uint16_t{})) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
   if (n == "int8") return rd(int8_t{});
   if (n == "uint8" || n == "bool") return rd(uint8_t{});
   if (n == "int16") return rd(int16_t{});

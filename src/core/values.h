@@ -34,8 +34,8 @@ struct TensorCheck {
   std::optional<uint32_t> crc32;
 };
 // `progress(bytes done, bytes total)` is called from the calling thread only.
-std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors, bool crc,
-                                      unsigned threads,
+std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors,
+                                      bool crc, unsigned threads,
                                       const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
 
 // One element as float64, or nullopt when the dtype has no plain numeric value (complex, quantized, fp8).

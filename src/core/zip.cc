@@ -40,8 +40,7 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
   uint64_t count = f.le<uint16_t>(eocd + 10);
   uint64_t cd_size = f.le<uint32_t>(eocd + 12);
   uint64_t cd_offset = f.le<uint32_t>(eocd + 16);
-  if (f.le<uint16_t>(eocd + 4) != 0 || f.le<uint16_t>(eocd + 6) != 0)
-    f.fail(eocd, "multi-disk zip archives are not supported");
+  if (f.le<uint16_t>(eocd + 4) != 0 || f.le<uint16_t>(eocd + 6) != 0) f.fail(eocd, "multi-disk zip archives are not supported");
 
   const bool wants64 = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
   if (eocd >= kLocatorSize && f.le<uint32_t>(eocd - kLocatorSize) == kZip64LocatorSig) {
@@ -59,10 +58,8 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
 
   uint64_t cd_end;
   if (add_overflows(cd_offset, cd_size, &cd_end) || cd_end > f.size())
-    f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", cd_offset,
-                             cd_size, f.size()));
-  if (count > limits.zip_entries)
-    f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, limits.zip_entries));
+    f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", cd_offset, cd_size, f.size()));
+  if (count > limits.zip_entries) f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, limits.zip_entries));
   if (count > cd_size / kCentralSize)
     f.fail(eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
 
@@ -70,8 +67,7 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
   Cursor c(f.sub(cd_offset, cd_size, "central directory"));
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t rec = c.pos();
-    if (c.le<uint32_t>() != kCentralSig)
-      c.fail_at(rec, fmt::format("central directory record {} has a bad signature", i));
+    if (c.le<uint32_t>() != kCentralSig) c.fail_at(rec, fmt::format("central directory record {} has a bad signature", i));
     ZipEntry e;
     e.central_offset = cd_offset + rec;
     c.le<uint16_t>();  // version made by
@@ -99,18 +95,25 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
       const uint16_t id = extra.le<uint16_t>();
       Cursor field(extra.take(extra.le<uint16_t>(), "extra field record"));
       if (id != 0x0001) continue;
-      if (need_u) { e.uncompressed_size = field.le<uint64_t>(); need_u = false; }
-      if (need_c) { e.compressed_size = field.le<uint64_t>(); need_c = false; }
-      if (need_o) { e.local_header_offset = field.le<uint64_t>(); need_o = false; }
+      if (need_u) {
+        e.uncompressed_size = field.le<uint64_t>();
+        need_u = false;
+      }
+      if (need_c) {
+        e.compressed_size = field.le<uint64_t>();
+        need_c = false;
+      }
+      if (need_o) {
+        e.local_header_offset = field.le<uint64_t>();
+        need_o = false;
+      }
     }
-    if (need_u || need_c || need_o)
-      c.fail_at(rec, fmt::format("entry '{}' needs a zip64 extra field but has none", e.name));
+    if (need_u || need_c || need_o) c.fail_at(rec, fmt::format("entry '{}' needs a zip64 extra field but has none", e.name));
     if (e.method != 0 && e.method != 8)
-      c.fail_at(rec, fmt::format("entry '{}' uses compression method {} (only stored and deflated are read)",
-                                 e.name, e.method));
+      c.fail_at(rec, fmt::format("entry '{}' uses compression method {} (only stored and deflated are read)", e.name, e.method));
     if (e.method == 0 && e.compressed_size != e.uncompressed_size)
-      c.fail_at(rec, fmt::format("stored entry '{}' has compressed size {} != uncompressed size {}", e.name,
-                                 e.compressed_size, e.uncompressed_size));
+      c.fail_at(rec, fmt::format("stored entry '{}' has compressed size {} != uncompressed size {}", e.name, e.compressed_size,
+                                 e.uncompressed_size));
     uint64_t end;
     if (add_overflows(e.local_header_offset, e.compressed_size, &end) || end > cd_offset)
       c.fail_at(rec, fmt::format("entry '{}' at 0x{:x} with {} bytes runs past the central directory", e.name,
@@ -166,8 +169,8 @@ ByteView ZipReader::content(const ZipEntry& e, std::string* storage, uint64_t ma
   if (e.method == 0) return stored(e);
   ByteView in = file_.sub(data_offset(e), e.compressed_size);
   if (e.uncompressed_size > max_bytes)
-    in.fail(0, fmt::format("deflated entry '{}' declares {} bytes, over the limit of {}", e.name,
-                           e.uncompressed_size, max_bytes));
+    in.fail(0,
+            fmt::format("deflated entry '{}' declares {} bytes, over the limit of {}", e.name, e.uncompressed_size, max_bytes));
   storage->assign(e.uncompressed_size, '\0');
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) in.fail(0, "cannot initialise inflate");
@@ -179,8 +182,8 @@ ByteView ZipReader::content(const ZipEntry& e, std::string* storage, uint64_t ma
   const uint64_t produced = zs.total_out;
   inflateEnd(&zs);
   if (rc != Z_STREAM_END || produced != e.uncompressed_size)
-    in.fail(zs.total_in, fmt::format("deflated entry '{}' does not inflate to its declared {} bytes", e.name,
-                                      e.uncompressed_size));
+    in.fail(zs.total_in,
+            fmt::format("deflated entry '{}' does not inflate to its declared {} bytes", e.name, e.uncompressed_size));
   auto origin = std::make_shared<Origin>(Origin{file_.origin() ? file_.origin()->file : "", std::string(e.name)});
   return ByteView(reinterpret_cast<const uint8_t*>(storage->data()), storage->size(), origin, 0);
 }

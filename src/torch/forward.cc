@@ -8,9 +8,9 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <cctype>
 #include <charconv>
 #include <chrono>
-#include <cctype>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -83,14 +83,14 @@ struct Site {
 struct Recorder {
   std::vector<Site> sites;
   std::unordered_map<const void*, std::string> path_of;  // module object -> its first named_modules() path
-  std::vector<std::string> stack;                         // modules running, innermost last
+  std::vector<std::string> stack;  // modules running, innermost last
   ForwardReport* report = nullptr;
-  int counted_depth = 0;                                  // counted operators enclosing the current one
+  int counted_depth = 0;  // counted operators enclosing the current one
 
   void enter(c10::ArrayRef<c10::IValue> in) {  // (site id, module, args...)
     const Site& site = sites.at(static_cast<size_t>(in[0].toInt()));
     auto it = in[1].isObject() ? path_of.find(in[1].toObject().get()) : path_of.end();
-    std::string path = it != path_of.end() ? it->second
+    std::string path = it != path_of.end()                     ? it->second
                        : stack.empty() || stack.back().empty() ? site.attr
                                                                : stack.back() + "." + site.attr;
     c10::ArrayRef<c10::IValue> args = in.slice(2);
@@ -135,10 +135,12 @@ torch::jit::Operation recording_op(const Node* node, bool enter) {
 
 // CONSERVATIVE: the nodes have side effects, so no pass removes or reorders them.
 torch::jit::RegisterOperators register_recorders({
-    torch::jit::Operator(c10::Symbol::fromQualString("ckpt::enter"), [](const Node* n) { return recording_op(n, true); },
-                         c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator(c10::Symbol::fromQualString("ckpt::exit"), [](const Node* n) { return recording_op(n, false); },
-                         c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        c10::Symbol::fromQualString("ckpt::enter"), [](const Node* n) { return recording_op(n, true); },
+        c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        c10::Symbol::fromQualString("ckpt::exit"), [](const Node* n) { return recording_op(n, false); },
+        c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 void bracket_calls(torch::jit::Block* block, Recorder& rec) {
@@ -182,7 +184,8 @@ Flop classify(const char* name) {
   if (std::strncmp(name, "aten::", 6) != 0) return Flop::None;
   const char* op = name + 6;
   if (!std::strcmp(op, "mm")) return Flop::Mm;
-  if (!std::strcmp(op, "addmm") || !std::strcmp(op, "_addmm_activation")) return Flop::Addmm;  // the latter: fused linear + ReLU/GELU
+  if (!std::strcmp(op, "addmm") || !std::strcmp(op, "_addmm_activation"))
+    return Flop::Addmm;  // the latter: fused linear + ReLU/GELU
   if (!std::strcmp(op, "bmm")) return Flop::Bmm;
   if (!std::strcmp(op, "baddbmm")) return Flop::Baddbmm;
   if (!std::strcmp(op, "convolution") || !std::strcmp(op, "_convolution")) return Flop::Conv;
@@ -216,7 +219,8 @@ uint64_t mm_flops(const std::vector<int64_t>& a, const std::vector<int64_t>& b) 
 
 uint64_t bmm_flops(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   if (a.size() != 3 || b.size() != 3) return 0;
-  return 2 * static_cast<uint64_t>(a[0]) * static_cast<uint64_t>(a[1]) * static_cast<uint64_t>(b[2]) * static_cast<uint64_t>(a[2]);
+  return 2 * static_cast<uint64_t>(a[0]) * static_cast<uint64_t>(a[1]) * static_cast<uint64_t>(b[2]) *
+         static_cast<uint64_t>(a[2]);
 }
 
 uint64_t conv_flops(OpInputs in) {
@@ -227,7 +231,9 @@ uint64_t conv_flops(OpInputs in) {
   std::vector<int64_t> spatial(x.begin() + 2, x.end());
   if (!transposed) {
     const auto stride = ints_at(in, 3), padding = ints_at(in, 4), dilation = ints_at(in, 5);
-    auto at = [](const std::vector<int64_t>& v, size_t k, int64_t dflt) { return v.empty() ? dflt : v[std::min(k, v.size() - 1)]; };
+    auto at = [](const std::vector<int64_t>& v, size_t k, int64_t dflt) {
+      return v.empty() ? dflt : v[std::min(k, v.size() - 1)];
+    };
     for (size_t k = 0; k < spatial.size(); ++k) {
       const int64_t s = at(stride, k, 1), p = at(padding, k, 0), d = at(dilation, k, 1);
       spatial[k] = (x[k + 2] + 2 * p - d * (w[k + 2] - 1) - 1) / s + 1;
@@ -314,9 +320,10 @@ ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::D
   at::manual_seed(0);
   for (const std::string& spec : specs) {
     auto bad = [&](const std::string& why) {
-      return UsageError(fmt::format("--example-input {}: {} (expected DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224 or "
-                                    "1x128:int64:0..50257)",
-                                    spec, why));
+      return UsageError(
+          fmt::format("--example-input {}: {} (expected DIMS[:DTYPE[:LOW..HIGH]], e.g. 2x3x224x224 or "
+                      "1x128:int64:0..50257)",
+                      spec, why));
     };
     std::vector<std::string> parts;
     for (size_t pos = 0;;) {
@@ -363,7 +370,8 @@ ExampleInputs parse_example_inputs(const std::vector<std::string>& specs, c10::D
 
 ExampleInputs load_example_inputs(const Checkpoint& ck, c10::Device device) {
   ExampleInputs out;
-  if (ck.tensors.empty()) throw InputError(ck.path, "expected a tensor, or a tuple, list or dict of tensors (torch.save); found no tensor");
+  if (ck.tensors.empty())
+    throw InputError(ck.path, "expected a tensor, or a tuple, list or dict of tensors (torch.save); found no tensor");
   std::vector<Target> targets;
   for (const Tensor& t : ck.tensors) targets.push_back({t.name, &t});
   LoadReport rep;
@@ -377,7 +385,8 @@ ExampleInputs load_example_inputs(const Checkpoint& ck, c10::Device device) {
     positional &= loaded[k].first == std::to_string(k) || (loaded.size() == 1 && loaded[k].first.empty());
   for (auto& [name, t] : loaded) {
     if (!positional && (name.empty() || name.find('.') != std::string::npos))
-      throw InputError(ck.path, fmt::format("'{}': expected a tensor, a tuple or list of tensors, or a dict of name -> tensor", name));
+      throw InputError(ck.path,
+                       fmt::format("'{}': expected a tensor, a tuple or list of tensors, or a dict of name -> tensor", name));
     at::Tensor copy = t.to(device, /*non_blocking=*/false, /*copy=*/true);  // writable: the model may work in place
     ForwardInput d;
     d.name = positional ? "" : name;

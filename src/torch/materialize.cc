@@ -31,14 +31,17 @@ c10::Device parse_device(const std::string& spec) {
   if (ds.index >= 0) d.set_index(static_cast<c10::DeviceIndex>(ds.index));
   if (d.is_cuda()) {
     if (!at::hasCUDA())
-      throw EnvironmentError(fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "
-                                         "built without CUDA (rebuild against a CUDA LibTorch, see README)",
-                                         spec, libtorch_version()));
+      throw EnvironmentError(
+          fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "
+                      "built without CUDA (rebuild against a CUDA LibTorch, see README)",
+                      spec, libtorch_version()));
     c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
     const auto n = impl.deviceCount();
     if (n == 0)
-      throw EnvironmentError(fmt::format("--device {}: CUDA is not available: LibTorch {} has CUDA but no CUDA device is "
-                                         "visible (driver, CUDA_VISIBLE_DEVICES)", spec, libtorch_version()));
+      throw EnvironmentError(
+          fmt::format("--device {}: CUDA is not available: LibTorch {} has CUDA but no CUDA device is "
+                      "visible (driver, CUDA_VISIBLE_DEVICES)",
+                      spec, libtorch_version()));
     if (d.has_index() && d.index() >= n)
       throw EnvironmentError(fmt::format("--device {}: CUDA has {} device(s) here", spec, static_cast<int>(n)));
     if (!d.has_index()) d = c10::Device(c10::kCUDA, 0);
@@ -49,19 +52,36 @@ c10::Device parse_device(const std::string& spec) {
 namespace {
 using S = at::ScalarType;
 const std::pair<std::string_view, S> kTypes[] = {
-      {"float64", S::Double},        {"float32", S::Float},     {"float16", S::Half},      {"bfloat16", S::BFloat16},
-      {"int64", S::Long},            {"int32", S::Int},         {"int16", S::Short},       {"int8", S::Char},
-      {"uint8", S::Byte},            {"bool", S::Bool},         {"complex128", S::ComplexDouble},
-      {"complex64", S::ComplexFloat}, {"complex32", S::ComplexHalf}, {"qint8", S::QInt8}, {"quint8", S::QUInt8},
-      {"qint32", S::QInt32},         {"quint4x2", S::QUInt4x2}, {"quint2x4", S::QUInt2x4},
+    {"float64", S::Double},
+    {"float32", S::Float},
+    {"float16", S::Half},
+    {"bfloat16", S::BFloat16},
+    {"int64", S::Long},
+    {"int32", S::Int},
+    {"int16", S::Short},
+    {"int8", S::Char},
+    {"uint8", S::Byte},
+    {"bool", S::Bool},
+    {"complex128", S::ComplexDouble},
+    {"complex64", S::ComplexFloat},
+    {"complex32", S::ComplexHalf},
+    {"qint8", S::QInt8},
+    {"quint8", S::QUInt8},
+    {"qint32", S::QInt32},
+    {"quint4x2", S::QUInt4x2},
+    {"quint2x4", S::QUInt2x4},
 #if CKPT_TORCH_AT_LEAST(2, 1)
-      {"float8_e5m2", S::Float8_e5m2}, {"float8_e4m3fn", S::Float8_e4m3fn},
+    {"float8_e5m2", S::Float8_e5m2},
+    {"float8_e4m3fn", S::Float8_e4m3fn},
 #endif
 #if CKPT_TORCH_AT_LEAST(2, 2)
-      {"float8_e5m2fnuz", S::Float8_e5m2fnuz}, {"float8_e4m3fnuz", S::Float8_e4m3fnuz},
+    {"float8_e5m2fnuz", S::Float8_e5m2fnuz},
+    {"float8_e4m3fnuz", S::Float8_e4m3fnuz},
 #endif
 #if CKPT_TORCH_AT_LEAST(2, 3)
-      {"uint16", S::UInt16}, {"uint32", S::UInt32}, {"uint64", S::UInt64},
+    {"uint16", S::UInt16},
+    {"uint32", S::UInt32},
+    {"uint64", S::UInt64},
 #endif
 };
 }  // namespace
@@ -85,9 +105,11 @@ namespace {
 class CudaCopier {
  public:
   explicit CudaCopier(c10::Device device)
-      : impl_(c10::DeviceType::CUDA), stream_(impl_.getStream(device)),
+      : impl_(c10::DeviceType::CUDA),
+        stream_(impl_.getStream(device)),
         ev_{c10::Event(c10::DeviceType::CUDA), c10::Event(c10::DeviceType::CUDA)} {
-    for (auto& s : stage_) s = at::empty({static_cast<int64_t>(kChunk)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    for (auto& s : stage_)
+      s = at::empty({static_cast<int64_t>(kChunk)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
   }
   void copy(at::Tensor& dst, const uint8_t* src, uint64_t n, const MappedFile& file) {
     for (uint64_t off = 0; off < n; off += kChunk) {
@@ -185,7 +207,8 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     const bool quantized = t.layout == Layout::Quantized;
     if (!loadable_layout(t) || t.dtype->pack != 1) {
       skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.qscheme, row.dtype)
-                     : fmt::format("{} tensors are not materialized by ckpt load", t.layout == Layout::Strided ? row.dtype : t.layout_text()));
+                     : fmt::format("{} tensors are not materialized by ckpt load",
+                                   t.layout == Layout::Strided ? row.dtype : t.layout_text()));
       continue;
     }
     if (quantized && o.device.is_cuda()) {

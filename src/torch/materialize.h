@@ -33,14 +33,14 @@ std::optional<at::ScalarType> scalar_type(const DType& d);
 std::string dtype_name(at::ScalarType t);
 
 struct Target {
-  std::string name;        // the name it is reported under (after --strip-prefix / --add-prefix)
+  std::string name;  // the name it is reported under (after --strip-prefix / --add-prefix)
   const Tensor* tensor;
 };
 
 struct MaterializeOptions {
   c10::Device device = c10::Device(c10::kCPU);
-  bool checksum = false;                  // CRC-32 per tensor (CPU bytes before any --dtype conversion)
-  std::optional<at::ScalarType> dtype;    // convert floating tensors
+  bool checksum = false;  // CRC-32 per tensor (CPU bytes before any --dtype conversion)
+  std::optional<at::ScalarType> dtype;  // convert floating tensors
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes
   const std::vector<TensorCheck>* prechecked = nullptr;  // check_values results for `targets`, done elsewhere
 };

@@ -70,16 +70,15 @@ class ZeroedRangesAdapter : public caffe2::serialize::ReadAdapterInterface {
       if (nl == std::string::npos) nl = what.size();
       std::string line = what.substr(at, nl - at);
       line.erase(0, line.find_first_not_of(" \t"));
-      if (!line.empty()) {
-        brief += (lines++ ? " " : "") + line;
-      }
+      if (!line.empty()) { brief += (lines++ ? " " : "") + line; }
       at = nl + 1;
     }
     if (brief.size() > 400) brief = brief.substr(0, 400) + "...";
     static const std::regex where(R"re(File "([^"]+)", line ([0-9]+))re");
     std::smatch w;
     if (std::regex_search(what, w, where)) brief += fmt::format(" (at {}:{})", w[1].str(), w[2].str());
-    throw UnsupportedError(ck.path, fmt::format("LibTorch {} cannot load this TorchScript archive: {}", libtorch_version(), brief));
+    throw UnsupportedError(ck.path,
+                           fmt::format("LibTorch {} cannot load this TorchScript archive: {}", libtorch_version(), brief));
   }
   static const std::regex call(R"(\b(?:torch|ops\.(aten|prim|quantized|[a-z_]+))\.([A-Za-z_][A-Za-z0-9_]*)\()");
   std::map<std::string, std::string> missing;  // op -> first place
@@ -101,17 +100,15 @@ class ZeroedRangesAdapter : public caffe2::serialize::ReadAdapterInterface {
   std::string list;
   for (const auto& [op, where] : missing) list += (list.empty() ? "" : ", ") + op + (where.empty() ? "" : " (" + where + ")");
   if (list.empty()) list = what.substr(0, what.find('\n'));
-  throw UnsupportedError(ck.path, fmt::format("LibTorch {} lacks operators this TorchScript archive calls: {}",
-                                              libtorch_version(), list));
+  throw UnsupportedError(ck.path,
+                         fmt::format("LibTorch {} lacks operators this TorchScript archive calls: {}", libtorch_version(), list));
 }
 
 torch::jit::Module checked_load(const Checkpoint& ck, std::shared_ptr<caffe2::serialize::ReadAdapterInterface> rai,
                                 c10::Device device) {
   try {
     return torch::jit::load(std::move(rai), device);
-  } catch (const std::exception& e) {
-    rethrow_load_error(ck, e);
-  }
+  } catch (const std::exception& e) { rethrow_load_error(ck, e); }
 }
 
 }  // namespace
@@ -139,8 +136,7 @@ torch::jit::Module load_structure(const Checkpoint& ck) {
 }
 
 torch::jit::Module load_plain(const Checkpoint& ck, c10::Device device) {
-  return checked_load(ck, std::make_shared<ZeroedRangesAdapter>(ck.file, std::vector<std::pair<uint64_t, uint64_t>>{}),
-                      device);
+  return checked_load(ck, std::make_shared<ZeroedRangesAdapter>(ck.file, std::vector<std::pair<uint64_t, uint64_t>>{}), device);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> module_state(const torch::jit::Module& m) {
