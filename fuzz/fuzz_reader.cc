@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     ckpt::Checkpoint ck = ckpt::read_checkpoint(f, lim);
     ckpt::Summary s = ckpt::summarize(ck);
-    s.findings = ckpt::summary_findings(ck, s);
+    s.findings = ckpt::findings(ck, s);
+    for (ckpt::Finding& x : ckpt::security_findings(*f, lim)) s.findings.push_back(std::move(x));
     ckpt::RenderOptions o;
     o.depth = -1;
     (void)ckpt::render_summary_text(s, o);

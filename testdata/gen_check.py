@@ -888,14 +888,32 @@ def fx_evil_pickles(w):
     loaded = torch.load(w.path("unknown_global.pt"))  # __main__.MyConfig resolves here
     assert isinstance(loaded["cfg"], MyConfig) and loaded["args"].batch_size == 4
     g = record_hostile(w, "unknown_global.pt",
-                       [("unknown-global", ["MyConfig"]), ("unknown-global", ["Namespace"])],
+                       [("dangerous-global", ["MyConfig", "NEWOBJ"])],
                        "torch.save of {'w': tensor, 'cfg': MyConfig(), 'args': argparse.Namespace(...)}: "
-                       "GLOBAL '__main__ MyConfig' and GLOBAL 'argparse Namespace' (NEWOBJ + BUILD), both "
-                       "outside torch's weights_only allowlist (weights_only_1_13 false) and not "
-                       "dangerous. Loads in the generator's own process; python_load fails in the "
-                       "subprocess only because __main__ there has no MyConfig. Nothing executes.",
+                       "GLOBAL '__main__ MyConfig' and GLOBAL 'argparse Namespace', each instantiated "
+                       "(NEWOBJ + BUILD), both outside torch's weights_only allowlist (weights_only_1_13 "
+                       "false). Issue K's verdict: a class the pickle instantiates that is not on ckpt's "
+                       "allowlist is dangerous whatever it is (its __new__ / __setstate__ are the file's "
+                       "choice of code); argparse.Namespace is on the allowlist (an attribute bag). Loads "
+                       "in the generator's own process; python_load fails in the subprocess only because "
+                       "__main__ there has no MyConfig.",
                        False)
     assert has_global(g, "__main__", "MyConfig") and has_global(g, "argparse", "Namespace"), g
+
+    # referenced_global.pt: a global that is named but never called (a function stored as a value).
+    torch.manual_seed(11)
+    obj = {"w": torch.randn(2, 2), "activation": torch.nn.functional.gelu}
+    torch.save(obj, w.path("referenced_global.pt"))
+    loaded = torch.load(w.path("referenced_global.pt"))
+    assert loaded["activation"] is torch.nn.functional.gelu
+    g = record_hostile(w, "referenced_global.pt",
+                       [("unknown-global", ["gelu"])],
+                       "torch.save of {'w': tensor, 'activation': torch.nn.functional.gelu}: GLOBAL "
+                       "'torch._C._nn gelu' is only named (stored as a value), never called by any "
+                       "opcode: Python imports it, weights_only refuses it, nothing runs. Issue K: "
+                       "unknown-global (warning), not dangerous.",
+                       False)
+    assert has_global(g, "torch._C._nn", "gelu"), g
 
 
 def hand_pickle(w, name, data):

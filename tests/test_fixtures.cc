@@ -18,7 +18,8 @@ namespace {
 json summary_of(const test::Fixture& f) {
   Checkpoint ck = read_checkpoint(f.file.string());
   Summary s = summarize(ck);
-  s.findings = summary_findings(ck, s);  // as `ckpt summary` shows them
+  s.findings = findings(ck, s);  // as `ckpt summary` shows them
+  for (Finding& x : security_findings(f.file.string(), &ck, Limits{})) s.findings.push_back(std::move(x));
   return json::parse(summary_json_text(s));
 }
 

@@ -55,11 +55,31 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   add_limit_option(sub, o);
 }
 
+namespace {
+
+// The security findings of a file that could not be read, on stderr, one line each.
+void warn_security(const std::string& path, const Limits& lim) {
+  try {
+    for (const Finding& f : security_findings(path, nullptr, lim))
+      if (f.id == "dangerous-global" || f.id == "unknown-global")  // a malformed pickle is the error itself
+        fmt::print(stderr, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, f.message);
+  } catch (const InputError&) {}  // the container itself is broken: the read error says so
+}
+
+}  // namespace
+
 int run_summary(const SummaryOptions& o) {
   // The process exits right after this command: freeing a million small objects one by one would
   // cost more than the whole read, so the checkpoint is deliberately not destroyed (clang -disable-free).
   const Limits lim = o.resolve();
-  auto* owned = new Checkpoint(read_checkpoint(o.file, lim));
+  Checkpoint* owned = nullptr;
+  try {
+    owned = new Checkpoint(read_checkpoint(o.file, lim));
+  } catch (const InputError&) {
+    // A file summary cannot read may still hold pickles Python would run: name them before the error.
+    warn_security(o.file, lim);
+    throw;
+  }
   const Checkpoint& ck = *owned;
   Checkpoint* arch = nullptr;
   std::optional<ModelReport> model;
@@ -82,8 +102,9 @@ int run_summary(const SummaryOptions& o) {
 #ifdef CKPT_WITH_TORCH
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif
-  // The same findings `ckpt check` reports, but for the pickle globals already read (no second pass).
-  s.findings = summary_findings(ck, s);
+  // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
+  s.findings = findings(ck, s);
+  for (Finding& x : security_findings(o.file, &ck, lim)) s.findings.push_back(std::move(x));
   const std::string format = o.json ? "json" : o.format;
   std::string out;
   if (format == "json") {

@@ -266,47 +266,64 @@ class GlobalGroups {
  public:
   void add(const std::vector<GlobalRef>& globals, const std::string& member) {
     for (const GlobalRef& g : globals) {
-      const GlobalClass c = classify_use(g);
-      if (c == GlobalClass::Safe) continue;
-      auto& bucket = c == GlobalClass::Dangerous ? dangerous_ : unknown_;
-      const std::string global = g.module + "." + g.name;
-      auto& where = bucket[global];
-      if (where.size() < 16)
-        where.push_back(fmt::format("{} at {}+0x{:x} ({})", global, member.empty() ? "pickle" : member, g.offset, g.opcode));
+      const GlobalVerdict v = judge_global(g);
+      if (v.cls == GlobalClass::Safe) continue;
+      const std::string global = g.computed ? "<computed global>" : g.module + "." + g.name;
+      Group& grp = (v.cls == GlobalClass::Dangerous ? dangerous_ : unknown_)[global];
+      if (grp.where.empty()) {
+        grp.how = v.how;
+        grp.category = v.category;
+        grp.mutated = (g.use & kUseMutated) != 0;
+      }
+      if (grp.where.size() < 16)
+        grp.where.push_back(fmt::format("{} at {}+0x{:x} ({}{}{})", global, member.empty() ? "pickle" : member, g.offset,
+                                        g.opcode, v.how.empty() ? "" : ", ", v.how));
     }
   }
 
   void emit(std::vector<Finding>& out) const {  // dangerous first
-    for (const auto& [global, where] : dangerous_) {
+    for (const auto& [global, g] : dangerous_) {
+      const std::string also = g.category ? fmt::format(" and {}", g.category) : "";
       out.push_back({"dangerous-global", Severity::Error,
-                     fmt::format("pickle names {}, which Python's unpickler would import and may call: loading this file with "
-                                 "torch.load(weights_only=False) or pickle can run code",
-                                 global),
+                     g.mutated ? fmt::format("pickle global {} is {}{}: loading this file with torch.load(weights_only=False) or "
+                                             "pickle alters the imported object",
+                                             global, g.how, also)
+                               : fmt::format("pickle global {} is {}{}; it is not on ckpt's allowlist of known-safe callables: "
+                                             "loading this file with torch.load(weights_only=False) or pickle runs it",
+                                             global, g.how, also),
                      "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a "
                      "trusted source or re-save them as safetensors",
-                     where});
+                     g.where});
     }
     if (std::any_of(unknown_.begin(), unknown_.end(), [&](const auto& kv) { return !dangerous_.count(kv.first); })) {
       std::string names;
       std::vector<std::string> where;
-      for (const auto& [global, w] : unknown_) {
-        if (dangerous_.count(global)) continue;  // named and then called through OBJ / INST: reported as dangerous
+      size_t n = 0;
+      for (const auto& [global, g] : unknown_) {
+        if (dangerous_.count(global)) continue;  // named here and called elsewhere: reported as dangerous
         names += (names.empty() ? "" : ", ") + global;
-        where.push_back(w.front());
+        where.push_back(g.where.front());
+        ++n;
       }
-      out.push_back(
-          {"unknown-global", Severity::Warning,
-           fmt::format("pickle names {} global(s) outside torch's weights_only allowlist: {}; torch.load(weights_only=True) "
-                       "refuses the file, and weights_only=False would import them",
-                       unknown_.size(), names),
-           "inspect these classes before loading with weights_only=False, or allow them with "
-           "torch.serialization.add_safe_globals",
-           where});
+      out.push_back({"unknown-global", Severity::Warning,
+                     fmt::format("pickle names {} global(s) outside ckpt's allowlist but never calls them: {}; Python "
+                                 "imports them when loading (an import runs the module's top-level code), and "
+                                 "torch.load(weights_only=True) refuses the file",
+                                 n, names),
+                     "inspect these names before loading with weights_only=False, or allow them with "
+                     "torch.serialization.add_safe_globals",
+                     where});
     }
   }
 
  private:
-  std::map<std::string, std::vector<std::string>> dangerous_, unknown_;
+  struct Group {
+    std::string how;
+    const char* category = nullptr;
+    bool mutated = false;
+    std::vector<std::string> where;
+  };
+  std::map<std::string, Group> dangerous_, unknown_;
 };
 
 void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding>& out) {
@@ -346,14 +363,6 @@ std::vector<Finding> findings(const Checkpoint& ck, const Summary& s) {
   return out;
 }
 
-std::vector<Finding> summary_findings(const Checkpoint& ck, const Summary& s) {
-  std::vector<Finding> out = findings(ck, s);
-  GlobalGroups g;
-  g.add(ck.globals, ck.container == Container::Zip ? ck.prefix + "/data.pkl" : "pickle");
-  g.emit(out);
-  return out;
-}
-
 std::vector<Finding> scan_findings(const PickleScan& scan) {
   GlobalGroups g;
   for (const ScannedPickle& p : scan.pickles) g.add(p.globals, p.member);
@@ -377,6 +386,25 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
   return r;
 }
 
+std::vector<Finding> security_findings(const MappedFile& file, const Limits& limits) {
+  return scan_findings(scan_pickles(file, limits));
+}
+
+std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits) {
+  std::error_code ec;
+  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return security_findings(*MappedFile::open(path), limits);
+  std::vector<Finding> out;
+  if (!ck) return out;
+  // The files the reader named (shards, DCP's .metadata); the locations name the file.
+  for (const ScanFile& f : ck->scan_files) {
+    for (Finding x : scan_findings(scan_pickles(*MappedFile::open(f.path), limits))) {
+      for (auto& w : x.where) w = f.label + ":" + w;
+      out.push_back(std::move(x));
+    }
+  }
+  return out;
+}
+
 CheckResult run_checks(const std::string& path, const Limits& limits) {
   std::error_code ec;
   if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return run_checks(MappedFile::open(path), limits);
@@ -384,13 +412,8 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   try {
     const Checkpoint ck = read_checkpoint(path, limits);
     model_checks(ck, r);
-    // The files the reader named (shards, DCP's .metadata); the locations name the file.
-    for (const ScanFile& f : ck.scan_files) {
-      for (Finding x : scan_findings(scan_pickles(*MappedFile::open(f.path), limits))) {
-        for (auto& w : x.where) w = f.label + ":" + w;
-        r.findings.push_back(std::move(x));
-      }
-    }
+    auto sec = security_findings(path, &ck, limits);
+    r.findings.insert(r.findings.end(), sec.begin(), sec.end());
   } catch (const InputError& e) { r.read_error = e.render(); }
   return r;
 }

@@ -29,12 +29,15 @@ const std::vector<RuleInfo>& rule_catalogue();
 // the key rules, the TorchScript code rules. `s` is summarize(ck).
 std::vector<Finding> findings(const Checkpoint& ck, const Summary& s);
 
-// `summary`'s: findings() and then the pickle globals the reader already collected (no second pass).
-std::vector<Finding> summary_findings(const Checkpoint& ck, const Summary& s);
-
 // dangerous-global / unknown-global / scan-incomplete from what a pickle scan saw: grouped by global,
 // dangerous first, then the scan's problems in the order met.
 std::vector<Finding> scan_findings(const PickleScan& scan);
+
+// The security findings of the file at `path` (its pickles scanned as torch.load would read them), or
+// of a sharded / DCP checkpoint's files as its reader recorded them in `ck` (none when `ck` is null).
+// `summary` and `check` both report these. Throws InputError when a file's container is broken.
+std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits);
+std::vector<Finding> security_findings(const MappedFile& file, const Limits& limits);
 
 // Everything `ckpt check` reports for a file: findings() and the security scan of the file's pickles.
 // A file the reader rejects still gets its security scan (Python would run what comes before the

@@ -376,8 +376,38 @@ class Machine {
     std::string_view m3 = python3_module(module);
     g->s = m3;
     heap_.ext(g)->name = name;
-    out_.globals.push_back(GlobalRef{std::string(m3), std::string(name), op_at_, stack, op_name_});
+    g->i = static_cast<int64_t>(out_.globals.size());  // a Global's int slot: its GlobalRef
+    GlobalRef& r = out_.globals.emplace_back();
+    r.module = m3;
+    r.name = name;
+    r.offset = op_at_;
+    r.stack_global = stack;
+    r.opcode = op_name_;
     return g;
+  }
+  // Records how the global behind `v` (if `v` is one) is used by the opcode being run.
+  void use(const Value* v, uint8_t how) {
+    if (!v || v->kind != PKind::Global) return;
+    GlobalRef& g = out_.globals[static_cast<size_t>(v->i)];
+    g.use |= how;
+    if (!g.use_opcode) {
+      g.use_opcode = op_name_;
+      g.use_offset = op_at_;
+    }
+  }
+  // A call: its callable is used, and globals among its arguments are passed to it.
+  void call(Value* callable, Value* args) {
+    use(callable, kUseCalled);
+    if (!args || args->kind != PKind::Tuple) return;
+    std::string callee;
+    for (size_t k = 0; k < args->items.size() && k < 255; ++k) {
+      const Value* a = args->items[k];
+      if (a->kind != PKind::Global) continue;
+      if (callee.empty() && callable && callable->kind == PKind::Global) callee = callable->qualified();
+      auto& to = out_.globals[static_cast<size_t>(a->i)].passed_to;
+      const std::pair<std::string, uint8_t> p{callee, static_cast<uint8_t>(k)};
+      if (to.size() < 64 && std::find(to.begin(), to.end(), p) == to.end()) to.push_back(p);
+    }
   }
   Value* object(ObjHow how, Value* callable, Value* args) {
     Value* o = make(PKind::Object);
@@ -390,6 +420,7 @@ class Machine {
   }
   void set_items(Value* target, const std::vector<Value*>& kv) {
     if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
+    if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would write into the import
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
     Kids& dst = target->kind == PKind::Dict ? target->items : heap_.ext(target)->dict;
@@ -399,6 +430,7 @@ class Machine {
     }
   }
   void append_items(Value* target, const std::vector<Value*>& vs) {
+    if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would append to the import
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
       fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
     for (Value* v : vs) {
@@ -477,6 +509,7 @@ Unpickled Machine::run() {
         if (!marks_.empty()) fail("STOP with an open MARK");
         out_.root = v;
         out_.end = c_.pos();
+        if (frame_end_ > out_.end) out_.frame_end = frame_end_;
         return std::move(out_);
       }
       case '(':
@@ -669,7 +702,13 @@ Unpickled Machine::run() {
       case 0x93: {
         Value* name = pop();
         Value* module = pop();
-        if (!module->is_str() || !name->is_str()) fail("module and name must be strings");
+        if (!module->is_str() || !name->is_str()) {
+          // Computed at load time (results of calls): the scan cannot name it, but keeps going.
+          push(global(heap_.keep(module->is_str() ? std::string(module->s) : "<computed>"),
+                      heap_.keep(name->is_str() ? std::string(name->s) : "<computed>"), true));
+          out_.globals.back().computed = true;
+          break;
+        }
         push(global(module->s, name->s, true));
         break;
       }
@@ -683,12 +722,14 @@ Unpickled Machine::run() {
       case 'R': {
         Value* args = pop();
         Value* fn = pop();
+        call(fn, args);
         push(object(ObjHow::Reduce, fn, args));
         break;
       }
       case 0x81: {
         Value* args = pop();
         Value* cls = pop();
+        call(cls, args);
         push(object(ObjHow::NewObj, cls, args));
         break;
       }
@@ -696,6 +737,7 @@ Unpickled Machine::run() {
         Value* kwargs = pop();
         Value* args = pop();
         Value* cls = pop();
+        call(cls, args);
         Value* o = object(ObjHow::NewObjEx, cls, args);
         o->ext->kwargs = kwargs;
         note_child(o, kwargs);
@@ -706,9 +748,9 @@ Unpickled Machine::run() {
         auto vs = pop_mark();
         if (vs.empty()) fail("OBJ needs a class");
         Value* cls = vs.front();
-        if (cls->kind == PKind::Global)  // a call hidden behind OBJ: record it where it happens
-          out_.globals.push_back(GlobalRef{std::string(cls->s), std::string(cls->name()), op_at_, false, "OBJ"});
-        push(object(ObjHow::Obj, cls, container(PKind::Tuple, std::vector<Value*>(vs.begin() + 1, vs.end()))));
+        Value* args = container(PKind::Tuple, std::vector<Value*>(vs.begin() + 1, vs.end()));
+        call(cls, args);  // a call hidden behind OBJ
+        push(object(ObjHow::Obj, cls, args));
         break;
       }
       case 'i': {
@@ -716,12 +758,18 @@ Unpickled Machine::run() {
         std::string_view name = text_line();
         Value* cls = global(module, name, false);
         auto vs = pop_mark();
-        push(object(ObjHow::Inst, cls, container(PKind::Tuple, std::move(vs))));
+        Value* args = container(PKind::Tuple, std::move(vs));
+        call(cls, args);
+        push(object(ObjHow::Inst, cls, args));
         break;
       }
       case 'b': {
         Value* state = pop();
         Value* target = top();
+        // On an instance: its class's __setstate__ runs with this state. On the global itself: Python
+        // sets attributes of the imported class, function or module.
+        if (target->kind == PKind::Global) use(target, kUseMutated);
+        else if (target->kind == PKind::Object) use(target->callable(), kUseBuilt);
         heap_.ext(target)->state = state;
         note_child(target, state);
         break;

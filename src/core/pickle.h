@@ -109,13 +109,27 @@ struct Value {
   }
 };
 
-// A global reference seen while unpickling, with where it was seen (for the security rules).
+// How a pickle used a global, as bits: Python's unpickler would call it (REDUCE, NEWOBJ, NEWOBJ_EX,
+// OBJ, INST), set state on an instance of it (BUILD, which calls the class's __setstate__), or change
+// the imported object itself (BUILD, APPEND(S), SETITEM(S) on the global). Without any bit it was only
+// named (imported, never called).
+enum GlobalUse : uint8_t { kUseCalled = 1, kUseBuilt = 2, kUseMutated = 4 };
+
+// A global reference seen while unpickling, with where it was seen and how it was used (for the
+// security verdict).
 struct GlobalRef {
   std::string module;
   std::string name;
-  uint64_t offset;
-  bool stack_global;
-  const char* opcode = "GLOBAL";  // GLOBAL, STACK_GLOBAL, INST, EXT1/2/4, or OBJ (a class called by OBJ)
+  uint64_t offset = 0;
+  bool stack_global = false;
+  const char* opcode = "GLOBAL";  // GLOBAL, STACK_GLOBAL, INST, EXT1/2/4
+  uint8_t use = 0;  // GlobalUse bits
+  const char* use_opcode = nullptr;  // the first use: REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST, BUILD, APPEND, ...
+  uint64_t use_offset = 0;
+  bool computed = false;  // STACK_GLOBAL on values that are not strings (results of calls)
+  // Calls that received this global as an argument: (the callee's "module.name", "" when the callee is
+  // not a global; argument position). A callee such as _rebuild_from_type_v2 calls its argument.
+  std::vector<std::pair<std::string, uint8_t>> passed_to;
 };
 
 // Owns all values of one or more pickles: a bump allocator of trivially destructible nodes, plus the
@@ -156,6 +170,9 @@ struct Unpickled {
   Value* root = nullptr;
   uint64_t end = 0;  // offset just past STOP
   int protocol = 0;  // highest PROTO seen (0 if none)
+  // The end of the last FRAME, when it lies past STOP. Python's unpickler reading a file consumes the
+  // whole frame, so the next pickle.load(f) of a stream starts there rather than after STOP.
+  uint64_t frame_end = 0;
   std::vector<GlobalRef> globals;
 };
 

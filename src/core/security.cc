@@ -6,111 +6,64 @@
 #include <array>
 #include <unordered_set>
 
-#include "core/dtype.h"
+#include "core/allowlist.h"
 #include "core/safetensors.h"
 #include "core/torch_pickle.h"
 #include "core/zip.h"
 
 namespace ckpt {
+
+GlobalClass classify_global(std::string_view module, std::string_view name) {
+  if (allowed_global(module, name)) return GlobalClass::Safe;
+  if (name.find('.') != std::string_view::npos || deny_category(module, name)) return GlobalClass::Dangerous;
+  return GlobalClass::Unknown;
+}
+
 namespace {
 
-constexpr std::array<std::string_view, 38> kDangerousModules{
-    "os",        "posix",  "nt",       "posixpath",  "ntpath",   "subprocess",
-    "sys",       "socket", "runpy",    "pty",        "pickle",   "_pickle",
-    "cPickle",   "shutil", "bdb",      "pdb",        "asyncio",  "webbrowser",
-    "httplib",   "http",   "requests", "aiohttp",    "urllib",   "urllib2",
-    "importlib", "ctypes", "code",     "codeop",     "commands", "multiprocessing",
-    "marshal",   "timeit", "pip",      "setuptools", "platform", "signal",
-    "tempfile",  "dill"};
+const AllowEntry* allowed_qualified(std::string_view q) {
+  const size_t dot = q.rfind('.');
+  return dot == std::string_view::npos ? nullptr : allowed_global(q.substr(0, dot), q.substr(dot + 1));
+}
 
-constexpr std::array<std::string_view, 17> kDangerousBuiltins{"eval", "exec",       "compile",    "getattr", "setattr", "delattr",
-                                                              "open", "__import__", "breakpoint", "input",   "globals", "locals",
-                                                              "vars", "execfile",   "apply",      "file",    "reload"};
-
-constexpr std::array<std::string_view, 8> kDangerousQualified{"torch.storage._load_from_bytes",
-                                                              "torch.load",
-                                                              "torch.serialization.load",
-                                                              "torch.jit.load",
-                                                              "numpy.load",
-                                                              "operator.attrgetter",
-                                                              "operator.methodcaller",
-                                                              "copyreg._extension_registry"};
-
-// torch.serialization's weights_only allowlist (torch/_weights_only_unpickler.py), by name.
-constexpr std::array<std::string_view, 16> kSafeQualified{"collections.OrderedDict",
-                                                          "collections.Counter",
-                                                          "torch.nn.parameter.Parameter",
-                                                          "torch.serialization._get_layout",
-                                                          "torch.Size",
-                                                          "torch.Tensor",
-                                                          "torch.device",
-                                                          "_codecs.encode",
-                                                          "builtins.bytearray",
-                                                          "builtins.set",
-                                                          "builtins.frozenset",
-                                                          "builtins.complex",
-                                                          "torch._tensor._rebuild_from_type_v2",
-                                                          "torch.storage.UntypedStorage",
-                                                          "torch.storage.TypedStorage",
-                                                          "torch.UntypedStorage"};
-
-constexpr std::array<std::string_view, 11> kTorchEnums{"per_tensor_affine",
-                                                       "per_channel_affine",
-                                                       "per_tensor_symmetric",
-                                                       "per_channel_symmetric",
-                                                       "per_channel_affine_float_qparams",
-                                                       "strided",
-                                                       "sparse_coo",
-                                                       "sparse_csr",
-                                                       "sparse_csc",
-                                                       "sparse_bsr",
-                                                       "sparse_bsc"};
-
-template <typename A>
-bool in(const A& arr, std::string_view v) {
-  return std::find(arr.begin(), arr.end(), v) != arr.end();
+std::string use_text(const GlobalRef& g) {
+  const std::string_view op = g.use_opcode ? g.use_opcode : "";
+  const std::string at = fmt::format("{} at +0x{:x}", op, g.use_offset);
+  if (g.use & kUseMutated) return fmt::format("changed in place by {}", at);
+  if (op == "BUILD") return fmt::format("its __setstate__ run by {}", at);
+  if (op == "NEWOBJ" || op == "NEWOBJ_EX" || op == "OBJ" || op == "INST") return fmt::format("instantiated by {}", at);
+  return fmt::format("called by {}", at);
 }
 
 }  // namespace
 
-GlobalClass classify_global(std::string_view module, std::string_view name) {
-  const std::string q = std::string(module) + "." + std::string(name);
-  const std::string_view top = module.substr(0, module.find('.'));
-  if (name.find('.') != std::string_view::npos) return GlobalClass::Dangerous;  // dotted-name bypass
-  if (in(kDangerousModules, module) || in(kDangerousModules, top)) return GlobalClass::Dangerous;
-  if (module == "builtins" && in(kDangerousBuiltins, name)) return GlobalClass::Dangerous;
-  if (in(kDangerousQualified, q)) return GlobalClass::Dangerous;
-  if (in(kSafeQualified, q)) return GlobalClass::Safe;
-  if (module == "torch._utils" && name.substr(0, 9) == "_rebuild_") return GlobalClass::Safe;
-  if (module == "torch" || module == "torch.cuda") {
-    if (dtype_by_name(name) || dtype_by_storage_class(name) || in(kTorchEnums, name)) return GlobalClass::Safe;
+GlobalVerdict judge_global(const GlobalRef& g) {
+  GlobalVerdict v;
+  const AllowEntry* allow = g.computed ? nullptr : allowed_global(g.module, g.name);
+  v.category = g.computed ? "is computed at load time, so no scanner can say what it is" : deny_category(g.module, g.name);
+  if (!v.category && g.name.find('.') != std::string::npos)
+    v.category = "is a dotted name: Python resolves it attribute by attribute, reaching anything";
+  if (g.use & kUseMutated) {
+    v.cls = GlobalClass::Dangerous;
+    v.how = use_text(g);
+    return v;
   }
-  // TorchScript archives: module classes and the JIT's own list builders are data, never imported.
-  if (module == "__torch__" || module.substr(0, 10) == "__torch__.") return GlobalClass::Safe;
-  if (module == "torch.jit._pickle") return GlobalClass::Safe;
-  // Lazy modules' placeholders: torch's own inert types (torch.load in 2.x accepts them for lazy modules).
-  if (module == "torch.nn.parameter" && (name == "UninitializedParameter" || name == "UninitializedBuffer"))
-    return GlobalClass::Safe;
-  // torch.distributed.checkpoint's .metadata: torch's own dataclasses, and the path of the checkpoint.
-  if (module == "torch.distributed.checkpoint" || module.substr(0, 29) == "torch.distributed.checkpoint.")
-    return GlobalClass::Safe;
-  if ((module == "pathlib" || module == "pathlib._local") &&
-      (name == "PosixPath" || name == "WindowsPath" || name == "PurePosixPath" || name == "PureWindowsPath" || name == "Path"))
-    return GlobalClass::Safe;
-  // Lightning's hyper-parameter container is a dict.
-  if (name == "AttributeDict" && (top == "lightning" || top == "pytorch_lightning" || top == "lightning_fabric"))
-    return GlobalClass::Safe;
-  return GlobalClass::Unknown;
+  bool called = (g.use & (kUseCalled | kUseBuilt)) != 0;
+  if (called) v.how = use_text(g);
+  for (const auto& [callee, pos] : g.passed_to) {
+    if (called) break;
+    const AllowEntry* c = allowed_qualified(callee);
+    if (c && pos < 8 && (c->calls_args >> pos) & 1) {
+      called = true;
+      v.how = fmt::format("called by {}, which calls its argument {}", callee, pos);
+    }
+  }
+  if (allow) v.cls = GlobalClass::Safe;
+  else v.cls = called ? GlobalClass::Dangerous : GlobalClass::Unknown;
+  return v;
 }
 
-GlobalClass classify_use(const GlobalRef& g) {
-  const GlobalClass c = classify_global(g.module, g.name);
-  if (c != GlobalClass::Unknown) return c;
-  const std::string_view op = g.opcode;
-  if ((op == "OBJ" || op == "INST") && g.module != "__main__") return GlobalClass::Dangerous;
-  if (op.substr(0, 3) == "EXT") return GlobalClass::Dangerous;
-  return c;
-}
+GlobalClass classify_use(const GlobalRef& g) { return judge_global(g).cls; }
 
 namespace {
 
@@ -122,19 +75,41 @@ class Scanner {
     if (depth > 4) return;
     if (looks_like_zip(v)) return zip(v, label, depth);
     if (looks_like_safetensors(v)) return;  // JSON and raw bytes: no pickle, nothing to import
-    // Legacy streams are several pickles back to back; a bare pickle is one. Scan while pickles parse.
-    uint64_t pos = 0;
-    for (int k = 0; k < 5 && pos < v.size(); ++k) {
-      const uint64_t next = pickle(v, pos, label.empty() ? "" : label, depth);
-      if (next == 0) break;
-      pos = next;
-      if (k == 0 && !legacy_) break;
-    }
+    stream(v, label, depth);
   }
 
   PickleScan take() { return std::move(scan_); }
 
  private:
+  // A bare pickle is one pickle; torch's legacy stream is five back to back (magic number, protocol
+  // version, sys_info, the object, the storage keys), and torch reads on whenever the first one's value
+  // may equal the magic number, however written (LONG1, LONG text, a computed int). Python reading a
+  // file resumes after the last FRAME when that lies past STOP, so both places are scanned.
+  void stream(const ByteView& v, const std::string& label, int depth) {
+    struct Next {
+      uint64_t at;
+      int index;
+    };
+    std::vector<Next> todo{{0, 0}};
+    std::unordered_set<uint64_t> seen;
+    int budget = 16;
+    while (!todo.empty() && budget > 0) {
+      const Next n = todo.back();
+      todo.pop_back();
+      if (n.at >= v.size() || !seen.insert(n.at).second) continue;
+      --budget;
+      Unpickled u;
+      if (!pickle(v, n.at, label, depth, &u)) continue;
+      if (n.index == 0 && !may_be_magic(root_kind_)) continue;
+      if (n.index + 1 >= 5) continue;
+      todo.push_back({u.end, n.index + 1});
+      if (u.frame_end > u.end) todo.push_back({u.frame_end, n.index + 1});
+    }
+  }
+
+  // Whether a first pickle's value may compare equal to torch's legacy magic number.
+  static bool may_be_magic(PKind k) { return k == PKind::Int || k == PKind::BigInt || k == PKind::Object; }
+
   void zip(const ByteView& v, const std::string& label, int depth) {
     ZipReader z(v, lim_);
     for (const ZipEntry& e : z.entries()) {
@@ -164,23 +139,28 @@ class Scanner {
     return label.empty() ? member : label + ":" + member;
   }
 
-  // Returns the offset after the pickle, 0 when it did not parse to the end.
-  uint64_t pickle(const ByteView& v, uint64_t start, const std::string& member, int depth) {
+  // Scans one pickle; false when it did not parse to its end (the globals before the error are kept).
+  bool pickle(const ByteView& v, uint64_t start, const std::string& member, int depth, Unpickled* out = nullptr) {
     Heap heap;
     std::vector<GlobalRef> seen;
     Unpickled u;
     try {
       u = unpickle(v, start, heap, lim_, &seen);
-      seen = u.globals;
+      seen = std::move(u.globals);
     } catch (const InputError& e) {
       scan_.pickles.push_back({member, std::move(seen)});
       scan_.problems.push_back({ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what()});
-      return 0;
+      return false;
     }
     scan_.pickles.push_back({member, std::move(seen)});
-    if (start == 0 && is_legacy_magic(u.root)) legacy_ = true;
     nested(u.root, member, depth);
-    return u.end;
+    if (out) {
+      out->root = nullptr;  // the heap dies here: only the offsets and the kind of the root travel
+      out->end = u.end;
+      out->frame_end = u.frame_end;
+      root_kind_ = u.root ? u.root->kind : PKind::None;
+    }
+    return true;
   }
 
   // torch.storage._load_from_bytes(b"...") holds a whole torch.save blob: scan it too.
@@ -211,7 +191,7 @@ class Scanner {
   }
 
   const Limits& lim_;
-  bool legacy_ = false;
+  PKind root_kind_ = PKind::None;
   PickleScan scan_;
 };
 

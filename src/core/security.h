@@ -17,12 +17,21 @@ namespace ckpt {
 
 enum class GlobalClass { Safe, Unknown, Dangerous };
 
-// Known-safe: torch's weights_only allowlist plus TorchScript / Lightning plain types. Dangerous: code
-// execution, file / process / network access, nested loaders, and names only a bypass would use.
+// By name alone: Safe when on the allowlist (allowlist.h), Dangerous when on a denylist category or a
+// dotted name, Unknown otherwise. The verdict on a file is judge_global's, which also sees the use.
 GlobalClass classify_global(std::string_view module, std::string_view name);
 
-// As the pickle uses the global: a class called through OBJ / INST is a call like REDUCE, so anything
-// there not known-safe is hidden code (except __main__'s classes); so is a global named by an extension code.
+// The verdict on one global as the pickle used it: a global that is called or built with state
+// (REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST, BUILD, or passed to an allowed callable that calls that
+// argument) and is not on the allowlist is Dangerous, whatever the opcode; one that is changed in
+// place (BUILD, APPEND, SETITEM on the imported object) is Dangerous even when allowed; one only named
+// is Unknown unless allowed.
+struct GlobalVerdict {
+  GlobalClass cls = GlobalClass::Unknown;
+  std::string how;  // "called by REDUCE at +0x30", "" when only named
+  const char* category = nullptr;  // deny_category's phrase, or why no scanner can name it
+};
+GlobalVerdict judge_global(const GlobalRef& g);
 GlobalClass classify_use(const GlobalRef& g);
 
 // One pickle's globals in the order named; a malformed pickle's up to where it broke.
