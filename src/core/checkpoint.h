@@ -254,6 +254,10 @@ struct Checkpoint {
   std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
   std::vector<ScanFile> scan_files;  // sharded / DCP: what `check` scans instead of `file`
   std::vector<GlobalRef> globals;  // every global the pickles named
+  // The stored zip member whose pickle gave the first `globals_main` of `globals` (data.pkl): the security
+  // scan of `file` takes them from here instead of running that pickle again.
+  const uint8_t* globals_from = nullptr;
+  size_t globals_main = 0;
   std::vector<TsClass> ts_classes;  // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;  // keeps pickle values (identities) alive
   std::vector<std::shared_ptr<void>> keep_alive;  // shards' files and heaps

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "core/reader.h"
 #include "core/sharded.h"
@@ -374,11 +375,13 @@ std::vector<Finding> scan_findings(const PickleScan& scan) {
 
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits) {
   CheckResult r;
+  std::optional<Checkpoint> ck;
   try {
-    model_checks(read_checkpoint(file, limits), r);
+    ck.emplace(read_checkpoint(file, limits));
+    model_checks(*ck, r);
   } catch (const InputError& e) { r.read_error = e.render(); }
   try {
-    auto sec = scan_findings(scan_pickles(*file, limits));
+    auto sec = scan_findings(scan_pickles(*file, limits, ck ? &*ck : nullptr));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
     if (r.read_error.empty()) r.read_error = e.render();
@@ -392,7 +395,10 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
 
 std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits) {
   std::error_code ec;
-  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return security_findings(*MappedFile::open(path), limits);
+  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) {
+    if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck));  // the reader's mapping and globals
+    return security_findings(*MappedFile::open(path), limits);
+  }
   std::vector<Finding> out;
   if (!ck) return out;
   // The files the reader named (shards, DCP's .metadata); the locations name the file.

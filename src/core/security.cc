@@ -69,7 +69,7 @@ namespace {
 
 class Scanner {
  public:
-  Scanner(const Limits& lim) : lim_(lim) {}
+  Scanner(const Limits& lim, const Checkpoint* read) : lim_(lim), read_(read) {}
 
   void file(const ByteView& v, const std::string& label, int depth) {
     if (depth > 4) return;
@@ -125,6 +125,7 @@ class Scanner {
       // Read where the local header says the data is, whatever name it carries: that is what torch loads.
       const uint64_t data = h + 30 + n + v.le<uint16_t>(h + 28);
       ByteView raw = v.sub(data, e.compressed_size, "zip member data");
+      if (e.method == 0 && reused(raw, prefixed(label, std::string(e.name)))) continue;
       std::string storage;
       ByteView content = raw;
       if (e.method != 0) {
@@ -133,6 +134,17 @@ class Scanner {
       }
       pickle(content.as_member(std::string(e.name)), 0, prefixed(label, std::string(e.name)), depth);
     }
+  }
+
+  // The reader already ran this stored pickle: take its globals, unless it nests a torch.save blob
+  // (whose bytes only a second run sees).
+  bool reused(const ByteView& raw, const std::string& member) {
+    if (!read_ || raw.data() != read_->globals_from || read_->globals_main > read_->globals.size()) return false;
+    const auto first = read_->globals.begin(), last = first + static_cast<std::ptrdiff_t>(read_->globals_main);
+    if (std::any_of(first, last, [](const GlobalRef& g) { return g.module == "torch.storage" && g.name == "_load_from_bytes"; }))
+      return false;
+    scan_.pickles.push_back({member, std::vector<GlobalRef>(first, last)});
+    return true;
   }
 
   static std::string prefixed(const std::string& label, const std::string& member) {
@@ -191,14 +203,15 @@ class Scanner {
   }
 
   const Limits& lim_;
+  const Checkpoint* read_ = nullptr;
   PKind root_kind_ = PKind::None;
   PickleScan scan_;
 };
 
 }  // namespace
 
-PickleScan scan_pickles(const MappedFile& file, const Limits& limits) {
-  Scanner s(limits);
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read) {
+  Scanner s(limits, read && read->file.get() == &file ? read : nullptr);
   s.file(file.view(), "", 0);
   return s.take();
 }

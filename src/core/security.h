@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/pickle.h"
@@ -54,7 +55,8 @@ struct PickleScan {
   std::vector<ScanProblem> problems;  // in the order met
 };
 
-// Scans every pickle of `file`. Throws InputError only when the container itself is broken.
-PickleScan scan_pickles(const MappedFile& file, const Limits& limits);
+// Scans every pickle of `file`. Throws InputError only when the container itself is broken. `read`, the
+// checkpoint a reader made of the same mapping, lends the globals of the pickle it already ran.
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read = nullptr);
 
 }  // namespace ckpt
