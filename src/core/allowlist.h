@@ -18,6 +18,7 @@ struct AllowEntry {
   // Positions of arguments the callable itself calls or instantiates (bit k = argument k), such as
   // _rebuild_from_type_v2(func, type, args, state): a global passed there counts as called.
   uint8_t calls_args;
+  bool torch;  // on torch's own weights_only allowlist (torch.load(weights_only=True) accepts it)
   const char* reason;
 };
 
