@@ -276,9 +276,11 @@ class GlobalGroups {
         grp.category = v.category;
         grp.mutated = (g.use & kUseMutated) != 0;
       }
-      if (grp.where.size() < 16)
-        grp.where.push_back(fmt::format("{} at {}+0x{:x} ({}{}{})", global, member.empty() ? "pickle" : member, g.offset,
-                                        g.opcode, v.how.empty() ? "" : ", ", v.how));
+      std::string w = fmt::format("{} at {}+0x{:x} ({}{}{})", global, member.empty() ? "pickle" : member, g.offset, g.opcode,
+                                  v.how.empty() ? "" : ", ", v.how);
+      // A pickle scanned twice (from bytes and as a file) names most globals twice: once is enough.
+      if (grp.where.size() < 16 && std::find(grp.where.begin(), grp.where.end(), w) == grp.where.end())
+        grp.where.push_back(std::move(w));
     }
   }
 

@@ -245,9 +245,61 @@ std::string raw_unicode_escape(std::string_view in) {
   return out;
 }
 
+// The cursor as Python's C unpickler moves over a file object without peek() (torch.load reads data.pkl
+// through io.BytesIO): FRAME reads the whole frame into a buffer, and a read that does not fit in what
+// is left of that buffer drops the rest and reads from the file position, the frame's end. Parsing
+// bytes (pickle.loads), the frame is only a length check. `file` selects the first behaviour.
+class FrameCursor : public Cursor {
+ public:
+  FrameCursor(ByteView v, uint64_t pos, bool file) : Cursor(std::move(v), pos), file_(file) {}
+  uint8_t u8() {
+    fit(1);
+    return Cursor::u8();
+  }
+  template <typename T>
+  T le() {
+    fit(sizeof(T));
+    return Cursor::le<T>();
+  }
+  std::string_view take_str(uint64_t n, const char* what) {
+    fit(n);
+    return Cursor::take_str(n, what);
+  }
+  // Where a `n`-byte read starts: here, or (file mode) at the buffered frame's end.
+  void fit(uint64_t n) {
+    if (file_ && active_ && (pos() > end_ || n > end_ - pos())) {
+      seek(end_);
+      active_ = false;
+    }
+  }
+  // A FRAME of `n` bytes starting here (after fit(n)): the buffer now ends at max(its end, here + n).
+  void frame(uint64_t n) {
+    if (!file_) return;
+    if (!active_ || pos() + n > end_) end_ = pos() + n;
+    active_ = true;
+  }
+  // Where a line starts: file mode skips to the frame's end when the line does not end inside it.
+  void fit_line() {
+    if (!file_ || !active_) return;
+    const auto& v = view();
+    for (uint64_t k = pos(); k < end_ && k < v.size(); ++k)
+      if (v.data()[k] == '\n') return;
+    seek(end_);
+    active_ = false;
+  }
+  // Where a file read resumes after STOP: the end of a frame still buffered, else here.
+  uint64_t file_pos() const { return file_ && active_ && end_ > pos() ? end_ : pos(); }
+
+ private:
+  bool file_;
+  bool active_ = false;
+  uint64_t end_ = 0;
+};
+
 class Machine {
  public:
-  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits) : c_(data, start), heap_(heap), lim_(limits) {}
+  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file)
+      : c_(data, start, file), heap_(heap), lim_(limits) {}
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
@@ -319,6 +371,7 @@ class Machine {
     return c_.take_str(n, op_name_);
   }
   std::string_view text_line() {
+    c_.fit_line();
     const uint64_t pos = c_.pos();
     const auto& v = c_.view();
     for (uint64_t k = pos; k < v.size() && k - pos <= lim_.string_bytes; ++k) {
@@ -459,7 +512,7 @@ class Machine {
     return "value";
   }
 
-  Cursor c_;
+  FrameCursor c_;
   Heap& heap_;
   const Limits& lim_;
   std::vector<Value*> stack_;
@@ -500,8 +553,11 @@ Unpickled Machine::run() {
       }
       case 0x95: {  // FRAME: a length hint; a frame that claims more than remains is a lie.
         uint64_t n = c_.le<uint64_t>();
+        c_.fit(n);
         if (n > c_.remaining()) fail(fmt::format("frame length {} exceeds {} remaining bytes", n, c_.remaining()));
+        c_.frame(n);
         frame_end_ = c_.pos() + n;
+        out_.framed = true;
         break;
       }
       case '.': {  // STOP
@@ -510,6 +566,7 @@ Unpickled Machine::run() {
         out_.root = v;
         out_.end = c_.pos();
         if (frame_end_ > out_.end) out_.frame_end = frame_end_;
+        if (c_.file_pos() > out_.end) out_.frame_end = c_.file_pos();
         return std::move(out_);
       }
       case '(':
@@ -724,6 +781,8 @@ Unpickled Machine::run() {
         Value* fn = pop();
         call(fn, args);
         push(object(ObjHow::Reduce, fn, args));
+        if (fn->kind == PKind::Global && fn->s == "torch.storage" && fn->name() == "_load_from_bytes")
+          out_.nested_loads.push_back(stack_.back());
         break;
       }
       case 0x81: {
@@ -925,8 +984,9 @@ nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook, int max
   return w(v, 0);
 }
 
-Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen) {
-  Machine m(data, start, heap, limits);
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen,
+                   bool as_file) {
+  Machine m(data, start, heap, limits, as_file);
   try {
     return m.run();
   } catch (const InputError&) {

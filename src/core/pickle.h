@@ -173,6 +173,10 @@ struct Unpickled {
   // The end of the last FRAME, when it lies past STOP. Python's unpickler reading a file consumes the
   // whole frame, so the next pickle.load(f) of a stream starts there rather than after STOP.
   uint64_t frame_end = 0;
+  bool framed = false;  // a FRAME was seen: the pickle may parse differently read from a file
+  // Every torch.storage._load_from_bytes(...) call, reachable from the root or not (a POP drops it):
+  // each holds a whole torch.save blob that the security scan reads too.
+  std::vector<const Value*> nested_loads;
   std::vector<GlobalRef> globals;
 };
 
@@ -188,8 +192,10 @@ std::string bigint_decimal(const Value* v);
 // Runs one pickle starting at `start` in `data`, allocating values in `heap`. When it throws and
 // `seen` is given, the globals met before the error are left there: Python's unpickler would already
 // have imported (and maybe called) them, so a security scan reports them.
-Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits,
-                   std::vector<GlobalRef>* seen = nullptr);
+// `as_file` parses as Python's C unpickler reads a file object (torch.load's io.BytesIO of data.pkl)
+// rather than bytes: the two differ only when a read crosses the end of a FRAME (FrameCursor).
+Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen = nullptr,
+                   bool as_file = false);
 
 // Maps Python 2 module names to Python 3 ones (`__builtin__` -> `builtins`, `copy_reg` -> `copyreg`).
 std::string_view python3_module(std::string_view module);

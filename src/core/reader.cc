@@ -71,7 +71,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   Unpickled u = unpickle(pkl, 0, *ck.heap, lim);
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
-  ck.globals_from = pkl.data();
+  ck.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too
   ck.globals_main = ck.globals.size();
 
   TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));

@@ -152,52 +152,51 @@ class Scanner {
   }
 
   // Scans one pickle; false when it did not parse to its end (the globals before the error are kept).
-  bool pickle(const ByteView& v, uint64_t start, const std::string& member, int depth, Unpickled* out = nullptr) {
+  bool pickle(const ByteView& v, uint64_t start, const std::string& member, int depth, Unpickled* out = nullptr,
+              bool as_file = false) {
     Heap heap;
     std::vector<GlobalRef> seen;
     Unpickled u;
     try {
-      u = unpickle(v, start, heap, lim_, &seen);
+      u = unpickle(v, start, heap, lim_, &seen, as_file);
       seen = std::move(u.globals);
     } catch (const InputError& e) {
       scan_.pickles.push_back({member, std::move(seen)});
+      // Bytes that do not parse may still parse as Python reads a file object (a lying FRAME).
+      const size_t mark = scan_.problems.size();
+      if (!as_file && pickle(v, start, member, depth, out, true)) {
+        scan_.problems.resize(mark);
+        return true;
+      }
+      scan_.problems.resize(mark);
       scan_.problems.push_back({ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what()});
       return false;
     }
     scan_.pickles.push_back({member, std::move(seen)});
-    nested(u.root, member, depth);
+    nested(u, member, depth);
+    const PKind kind = u.root ? u.root->kind : PKind::None;
+    uint64_t resume = u.frame_end;
+    // With a FRAME, Python reading a file object may parse other opcodes than from bytes: scan that too.
+    if (u.framed && !as_file) {
+      Unpickled f;
+      if (pickle(v, start, member, depth, &f, true)) resume = std::max(resume, f.frame_end);
+    }
     if (out) {
       out->root = nullptr;  // the heap dies here: only the offsets and the kind of the root travel
       out->end = u.end;
-      out->frame_end = u.frame_end;
-      root_kind_ = u.root ? u.root->kind : PKind::None;
+      out->frame_end = resume;
+      root_kind_ = kind;
     }
     return true;
   }
 
   // torch.storage._load_from_bytes(b"...") holds a whole torch.save blob: scan it too.
-  void nested(const Value* root, const std::string& member, int depth) {
-    std::vector<const Value*> todo{root};
-    std::unordered_set<const Value*> visited;
-    uint64_t budget = lim_.walk_nodes;
-    while (!todo.empty() && budget-- > 0) {
-      const Value* v = todo.back();
-      todo.pop_back();
-      if (!v || !visited.insert(v).second) continue;
-      if (v->kind == PKind::Object && v->qualified() == "torch.storage._load_from_bytes") {
-        const Value* a = v->args();
-        if (a && a->kind == PKind::Tuple && !a->items.empty() && a->items[0]->kind == PKind::Bytes) {
-          auto blob = MappedFile::from_memory(std::string(a->items[0]->s), "");
-          file(blob->view(), fmt::format("{}+0x{:x}", member, v->offset), depth + 1);
-        }
-      }
-      for (const Value* c : v->items) todo.push_back(c);
-      if (v->ext) {
-        for (const Value* c : v->ext->dict) todo.push_back(c);
-        todo.push_back(v->ext->callable);
-        todo.push_back(v->ext->args);
-        todo.push_back(v->ext->kwargs);
-        todo.push_back(v->ext->state);
+  void nested(const Unpickled& u, const std::string& member, int depth) {
+    for (const Value* v : u.nested_loads) {
+      const Value* a = v->args();
+      if (a && a->kind == PKind::Tuple && !a->items.empty() && a->items[0]->kind == PKind::Bytes) {
+        auto blob = MappedFile::from_memory(std::string(a->items[0]->s), "");
+        file(blob->view(), fmt::format("{}+0x{:x}", member, v->offset), depth + 1);
       }
     }
   }

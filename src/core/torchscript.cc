@@ -144,7 +144,7 @@ class TsReader {
     Unpickled u = unpickle(pkl, 0, *ck_.heap, lim_);
     ck_.pickle_protocol = u.protocol;
     ck_.globals = std::move(u.globals);
-    ck_.globals_from = pkl.data();
+    ck_.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too
     ck_.globals_main = ck_.globals.size();
     TorchInterpreter interp(ck_, pkl, lim_, zip_storage_locator(zip_, pre_ + "data/", pkl));
     interp_ = &interp;
