@@ -75,7 +75,7 @@ size_t utf8_at(std::string_view v, size_t i, uint32_t& cp) {
     lo = c == 0xf0 ? 0x90 : 0x80;  // overlong below
     hi = c == 0xf4 ? 0x8f : 0xbf;  // past U+10FFFF above
   } else {
-    return 0;  // ASCII, a continuation byte, C0/C1 (overlong two-byte forms), F5-FF
+    return 0;  // ASCII, a continuation byte, 0xc0 / 0xc1 (overlong two-byte forms), 0xf5-0xff
   }
   if (i + n > v.size()) return 0;
   cp = c & (0x7f >> n);
