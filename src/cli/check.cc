@@ -12,6 +12,7 @@
 #include "core/reader.h"
 #include "core/render_report.h"
 #include "core/summary.h"
+#include "core/text.h"
 
 namespace ckpt::cli {
 
@@ -92,7 +93,7 @@ int run_check(const CheckOptions& o) {
   }
   if (!rep.read_error.empty()) {
     std::fflush(stdout);
-    fmt::print(stderr, "ckpt: error: {}\n", rep.read_error);
+    fmt::print(stderr, "ckpt: error: {}\n", visible(rep.read_error));  // rendered escaped already; visible twice is a no-op
   }
   if (rep.failed) return kExitFindings;
   return rep.read_error.empty() ? kExitOk : kExitBadInput;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace ckpt {
 
 std::string InputError::render() const {
@@ -13,13 +15,9 @@ std::string InputError::render() const {
   }
   out += ": ";
   out += what();
-  // One line, whatever bytes a hostile file put into names quoted in the message.
-  std::string clean;
-  for (unsigned char c : out) {
-    if (c < 0x20 || c == 0x7f) clean += fmt::format("\\x{:02x}", c);
-    else clean += static_cast<char>(c);
-  }
-  return clean;
+  // One line, whatever a hostile file put into the member name or the names quoted in the message;
+  // the path too, which may come from a directory listing or a sharded index (visible: see text.h).
+  return visible(out);
 }
 
 namespace {

@@ -29,7 +29,8 @@ class InputError : public std::runtime_error {
   const std::string& member() const { return member_; }
   uint64_t offset() const { return offset_; }
   bool has_offset() const { return has_offset_; }
-  // "file: member+0x1a3: message" (member and offset left out when unknown).
+  // "file: member+0x1a3: message" (member and offset left out when unknown), through visible()
+  // (text.h): one line, whatever controls the file put into the member name or the names quoted.
   std::string render() const;
 
  private:

@@ -13,19 +13,22 @@ namespace ckpt {
 
 using J = nlohmann::ordered_json;
 
+// Text reports quote names, paths and messages from files through visible() (text.h), one by one, so
+// that the colour codes around them stay codes.
+
 // ---- check ----
 
 std::string render_check_text(const CheckReport& r, bool color) {
   std::string out;
   for (const Finding& f : r.findings) {
     out += fmt::format("{}{}[{}]{}: {}\n", severity_color(f.severity, color), to_string(f.severity), f.id, color_reset(color),
-                       f.message);
-    for (size_t k = 0; k < f.where.size() && k < 8; ++k) out += fmt::format("  at: {}\n", f.where[k]);
+                       visible(f.message));
+    for (size_t k = 0; k < f.where.size() && k < 8; ++k) out += fmt::format("  at: {}\n", visible(f.where[k]));
     if (f.where.size() > 8) out += fmt::format("  ... and {} more\n", f.where.size() - 8);
-    out += fmt::format("  fix: {}\n", f.fix);
+    out += fmt::format("  fix: {}\n", visible(f.fix));
   }
-  out += fmt::format("{}: {} error(s), {} warning(s), {} info; --fail-on {}: {}\n", r.file, r.counts[2], r.counts[1], r.counts[0],
-                     r.fail_on, r.failed ? "FAIL" : "pass");
+  out += fmt::format("{}: {} error(s), {} warning(s), {} info; --fail-on {}: {}\n", visible(r.file), r.counts[2], r.counts[1],
+                     r.counts[0], r.fail_on, r.failed ? "FAIL" : "pass");
   return out;
 }
 
@@ -52,23 +55,24 @@ void write_check_json(const CheckReport& r, std::FILE* f) {
 std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
                              const DiffResult& r, const DiffOptions& o) {
   std::string out;
-  out += fmt::format("A: {} ({}, {} tensors)\n", a_path, format_title(a), a.tensors.size());
-  out += fmt::format("B: {} ({}, {} tensors)\n", b_path, format_title(b), b.tensors.size());
+  out += fmt::format("A: {} ({}, {} tensors)\n", visible(a_path), format_title(a), a.tensors.size());
+  out += fmt::format("B: {} ({}, {} tensors)\n", visible(b_path), format_title(b), b.tensors.size());
   if (!r.prefix_op.empty())
     out += fmt::format("renamed: B is A {} the '{}' prefix ({} keys paired through it)\n",
-                       r.prefix_op == "b_adds" ? "with" : "without", r.prefix, r.paired);
-  for (const auto& k : r.only_in_a) out += fmt::format("only in A: {}\n", k);
-  for (const auto& k : r.only_in_b) out += fmt::format("only in B: {}\n", k);
+                       r.prefix_op == "b_adds" ? "with" : "without", visible(r.prefix), r.paired);
+  for (const auto& k : r.only_in_a) out += fmt::format("only in A: {}\n", visible(k));
+  for (const auto& k : r.only_in_b) out += fmt::format("only in B: {}\n", visible(k));
   for (const TensorDiff& d : r.changed) {
-    const std::string name = d.a == d.b ? d.a : d.a + " -> " + d.b;
-    if (d.dtype_a != d.dtype_b) out += fmt::format("dtype: {}: {} -> {}\n", name, d.dtype_a, d.dtype_b);
+    const std::string name = d.a == d.b ? visible(d.a) : visible(d.a) + " -> " + visible(d.b);
+    const std::string dtype_a = visible(d.dtype_a), dtype_b = visible(d.dtype_b);
+    if (d.dtype_a != d.dtype_b) out += fmt::format("dtype: {}: {} -> {}\n", name, dtype_a, dtype_b);
     if (d.shape_a != d.shape_b) out += fmt::format("shape: {}: {} -> {}\n", name, shape_text(d.shape_a), shape_text(d.shape_b));
     if (d.state_changed) out += fmt::format("state: {}: materialized / meta / uninitialized differ\n", name);
     if (d.compared && !d.values_equal) {
       if (d.comparable)
         out += fmt::format("values: {}: max abs diff {:.6g}, max rel diff {:.6g}{}\n", name, d.max_abs, d.max_rel,
                            d.within ? " (within tolerance)" : "");
-      else out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, d.dtype_a);
+      else out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, dtype_a);
     }
   }
   out += fmt::format("{}: {} paired, {} only in A, {} only in B, {} changed{}\n", r.same(o) ? "same" : "different", r.paired,
@@ -205,7 +209,7 @@ std::string load_json_text(const LoadReport& r) {
 
 std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   std::string out;
-  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, v); };
+  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, visible(v)); };
   line("File", fmt::format("{} ({})", r.file, r.format));
   line("Device", fmt::format("{} (LibTorch {}){}{}", r.device, r.libtorch, r.empty_init ? ", empty init" : "",
                              r.dtype.empty() ? "" : ", as " + r.dtype));
@@ -221,39 +225,48 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   for (const LoadedTensor& t : r.rows)
     if (all_rows || t.state != LoadState::Loaded || t.stats.nan || t.stats.inf) shown.push_back(&t);
   if (!shown.empty()) {
-    size_t wn = 4, wd = 5, ws = 5, wst = 5;
+    // Escaped before the columns are measured.
+    std::vector<std::string> names, dtypes;
     for (const LoadedTensor* t : shown) {
-      wn = std::max(wn, t->name.size());
-      wd = std::max(wd, t->dtype.size());
+      names.push_back(visible(t->name));
+      dtypes.push_back(visible(t->dtype));
+    }
+    size_t wn = 4, wd = 5, ws = 5, wst = 5;
+    for (size_t k = 0; k < shown.size(); ++k) {
+      const LoadedTensor* t = shown[k];
+      wn = std::max(wn, names[k].size());
+      wd = std::max(wd, dtypes[k].size());
       ws = std::max(ws, shape_text(t->shape).size());
       wst = std::max(wst, std::strlen(to_string(t->state)));
     }
     const std::string head = fmt::format("   | {:<{}} | {:<{}} | {:<{}} | {:<{}} | {:>6} | {:>6} | {}", "Name", wn, "Dtype", wd,
                                          "Shape", ws, "State", wst, "NaN", "Inf", "Note");
     out += "\n" + head + "\n" + std::string(head.size(), '-') + "\n";
-    size_t k = 0;
-    for (const LoadedTensor* t : shown) {
+    for (size_t k = 0; k < shown.size(); ++k) {
+      const LoadedTensor* t = shown[k];
       const bool bad = t->state == LoadState::Skipped || t->stats.nan || t->stats.inf;
       const char* on = bad ? severity_color(Severity::Warning, color) : "";
-      out += fmt::format("{:<3}| {:<{}} | {:<{}} | {:<{}} | {}{:<{}}{} | {:>6} | {:>6} | {}\n", k++, t->name, wn, t->dtype, wd,
+      out += fmt::format("{:<3}| {:<{}} | {:<{}} | {:<{}} | {}{:<{}}{} | {:>6} | {:>6} | {}\n", k, names[k], wn, dtypes[k], wd,
                          shape_text(t->shape), ws, on, to_string(t->state), wst, bad ? color_reset(color) : "",
                          t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.nan) : "-",
-                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.inf) : "-", t->reason);
+                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.inf) : "-",
+                         visible(t->reason));
     }
     out += std::string(head.size(), '-') + "\n";
   }
   if (r.match) {
     const KeyMatch& m = *r.match;
     auto list = [&](const char* what, const std::vector<std::string>& keys) {
-      if (!keys.empty()) out += fmt::format("{} ({}): {}\n", what, keys.size(), join(keys, ", ", 20, ", ... ({} more)"));
+      if (!keys.empty()) out += fmt::format("{} ({}): {}\n", what, keys.size(), visible(join(keys, ", ", 20, ", ... ({} more)")));
     };
     list("missing keys", m.missing);
     list("unexpected keys", m.unexpected);
     for (const KeyMismatch& x : m.mismatched)
-      out += fmt::format("mismatched: {}: file {} {}, model {} {}\n", x.key, x.file_dtype, shape_text(x.file_shape),
-                         x.model_dtype, shape_text(x.model_shape));
-    if (m.suggested_strip_prefix) out += fmt::format("hint: keys match with --strip-prefix '{}'\n", *m.suggested_strip_prefix);
-    if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", *m.suggested_add_prefix);
+      out += fmt::format("mismatched: {}: file {} {}, model {} {}\n", visible(x.key), visible(x.file_dtype),
+                         shape_text(x.file_shape), visible(x.model_dtype), shape_text(x.model_shape));
+    if (m.suggested_strip_prefix)
+      out += fmt::format("hint: keys match with --strip-prefix '{}'\n", visible(*m.suggested_strip_prefix));
+    if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", visible(*m.suggested_add_prefix));
   }
   out += "\n";
   out += fmt::format("{:<10} {} loaded, {} on meta, {} skipped (of {})\n", "tensors", r.loaded, r.meta, r.skipped, r.tensors);
@@ -269,17 +282,17 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
       r.seconds, checked, r.startup_seconds, r.read_seconds, r.load_seconds,
       gbps(r.bytes_read, r.check_seconds + r.load_seconds));
   out += fmt::format("{:<10} peak RSS {}{}\n", "memory", human_bytes(r.peak_rss),
-                     r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), r.device) : std::string());
+                     r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), visible(r.device)) : std::string());
   if (!r.model.empty()) {
     if (r.empty_init)
       out += fmt::format("{:<10} {} of {}'s own weights not read, nothing initialized or written twice\n", "empty init",
-                         human_bytes(r.arch_bytes_skipped), r.model);
+                         human_bytes(r.arch_bytes_skipped), visible(r.model));
     else
       out += fmt::format("{:<10} {} of {}'s own weights read in {:.3f} s, then {} overwritten (--empty-init avoids both)\n",
-                         "plain init", human_bytes(r.arch_bytes_read), r.model, r.arch_seconds,
+                         "plain init", human_bytes(r.arch_bytes_read), visible(r.model), r.arch_seconds,
                          human_bytes(r.bytes_written_twice));
   }
-  for (const std::string& n : r.notes) out += "note: " + n + "\n";
+  for (const std::string& n : r.notes) out += "note: " + visible(n) + "\n";
   return out;
 }
 

@@ -78,7 +78,9 @@ std::string model_line(const ModelReport& m) {
 std::string header_lines(const Summary& s, bool markdown) {
   const Checkpoint& ck = *s.ck;
   std::string out;
-  auto line = [&](const char* key, const std::string& value) {
+  // Every value quotes the file (its path, prefix, records, names, metadata): shown through visible().
+  auto line = [&](const char* key, const std::string& raw) {
+    const std::string value = visible(raw);
     out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<10}{}\n", std::string(key) + ":", value);
   };
   line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
@@ -146,8 +148,11 @@ std::string header_lines(const Summary& s, bool markdown) {
       std::vector<std::string> hp;
       for (auto it = hv.begin(); it != hv.end(); ++it)
         hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : json_text(*it, -1)));
-      std::string h = join(hp, ", ");
-      if (h.size() > 200) h = h.substr(0, 197) + "...";
+      // At most 200 bytes as shown, cut between characters or escapes, never inside one.
+      const std::string all = join(hp, ", ");
+      bool cut = false;
+      std::string h = visible_prefix(all, 200, &cut);
+      if (cut) h = visible_prefix(all, 197) + "...";
       line("Hparams", h);
     }
   }
@@ -187,8 +192,9 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       while (params.back() == ' ') params.pop_back();
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
-    std::vector<std::string> row{
-        r.name, r.type.empty() ? "?" : r.type, params, human_count(r.buffers), join(r.dtypes, ", "), human_bytes(r.bytes)};
+    // Escaped here, before the text table measures its columns.
+    std::vector<std::string> row{visible(r.name),        r.type.empty() ? "?" : visible(r.type), params,
+                                 human_count(r.buffers), visible(join(r.dtypes, ", ")),          human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
       const ModuleForward& m = forward_of(*f, r.name);
@@ -196,8 +202,8 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       std::string in, out;
       sizes_text(m.in_sizes, true, in);
       sizes_text(m.out_sizes, true, out);
-      row.push_back(in);
-      row.push_back(out);
+      row.push_back(visible(in));
+      row.push_back(visible(out));
     }
     t.rows.push_back(std::move(row));
   }
@@ -259,8 +265,8 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   if (s.forward && s.forward->error.empty()) foot(human_count(s.forward->flops), "Total Flops");
   for (const Finding& f : s.findings) {
     out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id,
-                       color_reset(o.color), f.message);
-    out += fmt::format("  fix: {}\n", f.fix);
+                       color_reset(o.color), visible(f.message));
+    out += fmt::format("  fix: {}\n", visible(f.fix));
   }
   return out;
 }
@@ -295,7 +301,8 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
   if (!s.findings.empty()) out += "\n";
   for (const Finding& f : s.findings)
-    out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message), f.fix);
+    out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message),
+                       visible(f.fix));
   return out;
 }
 

@@ -3,6 +3,9 @@
 each case gives the arguments, the exit code, and what stdout / stderr must hold. Paths in args are
 relative to the repository root. `stdout_golden` names a file under tests/cli/golden/ compared exactly;
 `stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON.
+`stdout_terminal_safe` / `stderr_terminal_safe` (true) check the raw bytes: valid UTF-8, no control
+character but LF, no DEL, no C1 (U+0080-U+009F) or bidi control (U+061C, U+200E, U+200F,
+U+202A-U+202E, U+2066-U+2069): what a name from a hostile file must never put on a terminal.
 Run with --update to rewrite golden files (then review the diff by hand)."""
 import argparse
 import json
@@ -20,6 +23,19 @@ def pointer(doc, ptr):
     return doc
 
 
+HIDDEN = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_unsafe(raw):
+    """Why the bytes `raw` are not safe to print, or None."""
+    try:
+        text = raw.decode("utf-8")  # strict: no invalid bytes, overlong forms or surrogates
+    except UnicodeDecodeError as e:
+        return "not UTF-8: %s" % e
+    m = HIDDEN.search(text)
+    return None if m is None else "raw U+%04X at %d: %r" % (ord(m.group()), m.start(), text[max(0, m.start() - 20): m.end() + 20])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
@@ -35,7 +51,8 @@ def main():
         env.update(case.get("env", {}))
         cmd = [args.ckpt] + case["args"]
         p = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, timeout=60)
-        out, err = p.stdout.decode(), p.stderr.decode()
+        # Not UTF-8 would be a finding of its own (the *_terminal_safe checks), not a crash of the runner.
+        out, err = p.stdout.decode(errors="surrogateescape"), p.stderr.decode(errors="surrogateescape")
         problems = []
         if p.returncode != case.get("exit", 0):
             problems.append("exit %d, expected %d" % (p.returncode, case.get("exit", 0)))
@@ -51,6 +68,9 @@ def main():
         for s in case.get("stdout_lacks", []):
             if s in out:
                 problems.append("stdout has %r" % s)
+        for stream, raw in (("stdout", p.stdout), ("stderr", p.stderr)):
+            if case.get(stream + "_terminal_safe") and terminal_unsafe(raw):
+                problems.append("%s not terminal-safe: %s" % (stream, terminal_unsafe(raw)))
         if "stderr_regex" in case and not re.search(case["stderr_regex"], err):
             problems.append("stderr %r does not match %r" % (err, case["stderr_regex"]))
         if case.get("stderr_empty") and err:
