@@ -1,6 +1,8 @@
 // The zip reader on archives written by torch (miniz), and on edited copies of them.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "core/mapped_file.h"
 #include "core/zip.h"
 #include "fixtures.h"
@@ -76,4 +78,64 @@ TEST_CASE("zip: lies in the directory are errors") {
   SUBCASE("no end record") {
     CHECK(zip_error(good.substr(0, eocd)).find("no zip end-of-central-directory record") != std::string::npos);
   }
+}
+
+// What torch.load accepts, as miniz reads it (testdata/gen_permissive.py holds torch's own answers).
+namespace {
+std::string stored_text(const ZipReader& z, const ZipEntry* e) {
+  return e ? std::string(z.stored(*e).str(0, e->compressed_size)) : "-";
+}
+}  // namespace
+
+TEST_CASE("zip: bytes after the end record, as far back as miniz looks") {
+  const std::string good = test::read_file(test::testdata() / "t113" / "plain_dict.pt");
+  REQUIRE(good.size() < 8189);  // small: miniz's second step back would wrap below offset 0
+  CHECK(zip_error(good + std::string(1, '\0')) == "");
+  CHECK(zip_error(good + std::string(4074, 'x')) == "");  // the end record is still in the last 4 KiB
+  CHECK(zip_error(good + std::string(4075, 'x')).find("no zip end-of-central-directory record") != std::string::npos);
+  // A larger file: miniz steps back 4093 bytes at a time, up to 69584 bytes from the end.
+  const std::string padded = good + std::string(69584 - 22, '\0');
+  CHECK(zip_error(padded) == "");
+  CHECK(zip_error(padded + std::string(1, '\0')).find("no zip end-of-central-directory record") != std::string::npos);
+  // The last signature wins: an empty end record appended is read as an empty archive.
+  std::string empty_end("PK\x05\x06", 4);
+  empty_end += std::string(18, '\0');
+  auto f = MappedFile::from_memory(good + empty_end, "a.pt");
+  CHECK(ZipReader(f->view(), Limits{}).entries().empty());
+}
+
+TEST_CASE("zip: repeated names stay listed, and find() returns the copy miniz finds by binary search") {
+  const auto dir = test::testdata() / "permissive";
+  // data/0 copies hold 0.., 10.., 100.., 1000..: which one torch read is in expected.json
+  struct Case {
+    const char* file;
+    size_t entries;
+    float first_value;  // of the data/0 copy find() returns
+  };
+  for (const Case& c : {Case{"zip_dup_data_2.pt", 4, 0}, Case{"zip_dup_data_2_first.pt", 4, 0}, Case{"zip_dup_data_3.pt", 5, 10},
+                        Case{"zip_dup_data_4.pt", 6, 0}}) {
+    CAPTURE(c.file);
+    auto f = MappedFile::open((dir / c.file).string());
+    ZipReader z(f->view(), Limits{});
+    CHECK(z.entries().size() == c.entries);
+    const ZipEntry* e = z.find("archive/data/0");
+    REQUIRE(e != nullptr);
+    float v;
+    std::memcpy(&v, z.stored(*e).data(), 4);
+    CHECK(v == c.first_value);
+  }
+  auto f = MappedFile::open((dir / "zip_dup_pkl_2_first.pt").string());
+  ZipReader z(f->view(), Limits{});
+  // two data.pkl records first and second in the directory: miniz finds the second
+  CHECK(z.find("archive/data.pkl") == &z.entries()[1]);
+}
+
+TEST_CASE("zip: find() ignores ASCII case, as miniz does") {
+  auto f = MappedFile::open((test::testdata() / "permissive" / "zip_names_case.pt").string());
+  ZipReader z(f->view(), Limits{});
+  CHECK(z.find("archive/data/0") == z.find("ARCHIVE/DATA/0"));
+  CHECK(z.find("archive/data/0") != nullptr);
+  CHECK(stored_text(z, z.find("archive/version")) == "3\n");
+  CHECK(z.find("archive/data/1") == nullptr);
+  CHECK(z.find("archive/data") == nullptr);  // a prefix of a name is not the name
 }

@@ -1,16 +1,22 @@
-// The format table (detection order) and the torch.save readers: zip, legacy stream, bare pickle.
-// safetensors, sharded and DCP have files of their own.
+// The format table (detection order) and the torch.save readers: zip, legacy stream, tar, bare pickle.
+// safetensors, sharded and DCP have files of their own. Where torch.load accepts a file that torch.save
+// never writes (bytes after a zip, repeated zip names, other encodings of the legacy magic number, the
+// tar format of torch <= 0.1.9), these readers accept it too and read what torch reads
+// (testdata/gen_permissive.py proves each case against torch 1.13 and 2.6).
 #include "core/reader.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/dcp.h"
 #include "core/safetensors.h"
 #include "core/sharded.h"
+#include "core/tar.h"
 #include "core/torch_pickle.h"
 #include "core/torchscript.h"
 #include "core/zip.h"
@@ -25,6 +31,10 @@ std::string trimmed(std::string_view s) {
 
 // ---------------------------------------------------------------------------------------------------
 // torch.save zip (1.6+): <prefix>/data.pkl, <prefix>/data/<key>, <prefix>/version, [byteorder, ...]
+// As torch's PyTorchStreamReader: the prefix is the first central record's folder, every record must sit
+// under it (get_all_records, which torch.load calls, refuses the archive otherwise), a version record
+// must exist, and names are looked up through ZipReader::find (miniz's lookup, so a repeated or
+// differently cased name resolves to the record torch reads).
 void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
   ZipReader zip(file, lim);
@@ -37,6 +47,14 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   ck.prefix = first.substr(0, slash);
   const std::string pre = ck.prefix + "/";
   auto has = [&](const char* rec) { return zip.find(pre + rec) != nullptr; };
+  for (const ZipEntry& e : zip.entries()) {
+    // strncmp on the name as miniz hands it over (up to a NUL): case and every byte count here
+    const std::string_view name = e.name.substr(0, e.name.find('\0'));
+    if (name.substr(0, pre.size()) != pre)
+      file.fail(e.central_offset,
+                fmt::format("zip entry '{}' is not under '{}' as the first entry is (torch.load refuses such archives)",
+                            std::string(name), pre));
+  }
 
   if (has("model.json"))
     throw UnsupportedError(ck.path,
@@ -45,13 +63,18 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
     throw UnsupportedError(ck.path, "torch.package archive: not read, because it carries Python code to run");
   const ZipEntry* pkl_entry = zip.find(pre + "data.pkl");
   if (!pkl_entry) file.fail(0, fmt::format("zip archive has no {}data.pkl: not a torch.save or TorchScript file", pre));
-  const bool torchscript = has("constants.pkl");
+  if (!has("version") && !has(".data/version"))
+    file.fail(0, fmt::format("zip archive has no {}version record (torch.load refuses it)", pre));
+  // torch.load's test: 'constants.pkl' in get_all_records(), names compared exactly
+  const bool torchscript = std::any_of(zip.entries().begin(), zip.entries().end(),
+                                       [&](const ZipEntry& e) { return e.name == pre + "constants.pkl"; });
   ck.container = Container::Zip;
   ck.format = torchscript ? Format::TorchScript : Format::TorchZip;
 
   for (const ZipEntry& e : zip.entries()) {
     std::string_view rel(e.name);
     if (rel.substr(0, pre.size()) != pre) continue;
+    if (zip.find(e.name) != &e) continue;  // a repeated name: only the copy torch reads
     rel.remove_prefix(pre.size());
     if (rel == "data.pkl" || rel.substr(0, 5) == "data/" || rel.substr(0, 5) == "code/" || rel.substr(0, 10) == "constants/" ||
         rel.substr(0, 6) == "extra/" || rel.substr(0, 13) == "traced_inputs" || rel.find(".pkl") != std::string_view::npos ||
@@ -83,12 +106,15 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
 // Legacy stream (torch < 1.6, or _use_new_zipfile_serialization=False):
 //   pickle(magic 0x1950a86a20f9469cfc6c) pickle(protocol 1001) pickle(sys_info) pickle(object)
 //   pickle([storage keys]) then per key: int64 LE element count, raw bytes
+// torch compares values (magic_number != MAGIC_NUMBER, protocol_version != 1001), so any encoding of
+// those numbers passes (is_legacy_magic); sys_info is read and ignored; the key list is iterated, so a
+// tuple does as well as a list.
 void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpickled first) {
   ck.container = Container::Legacy;
   ck.format = Format::TorchLegacy;
   ck.heap = ck.heap ? ck.heap : std::make_shared<Heap>();
   Unpickled proto = unpickle(file, first.end, *ck.heap, lim);
-  if (!proto.root->is_int() || proto.root->i != 1001)
+  if (!is_legacy_protocol_version(proto.root, &file))
     file.fail(first.end, "legacy torch.save stream: protocol version is not 1001");
   ck.records.emplace_back("protocol_version", "1001");
   Unpickled sys = unpickle(file, proto.end, *ck.heap, lim);
@@ -98,7 +124,8 @@ void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpick
   ck.pickle_protocol = obj.protocol;
   ck.globals = std::move(obj.globals);
   Unpickled keys = unpickle(file, obj.end, *ck.heap, lim);
-  if (keys.root->kind != PKind::List) file.fail(obj.end, "legacy torch.save stream: storage key list is not a list");
+  if (keys.root->kind != PKind::List && keys.root->kind != PKind::Tuple)
+    file.fail(obj.end, "legacy torch.save stream: storage key list is not a list");
 
   // Storages are placed after the object pickle is read (below).
   TorchInterpreter interp(ck, file, lim, [](Storage&, const Value*) {});
@@ -134,7 +161,22 @@ void read_pickle(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
   ck.heap = std::make_shared<Heap>();
   Unpickled u = unpickle(file, 0, *ck.heap, lim);
-  if (is_legacy_magic(u.root)) return read_legacy(ck, file, lim, std::move(u));
+  switch (classify_legacy_magic(file, u, *ck.heap, lim)) {
+    case LegacyMagic::Magic: return read_legacy(ck, file, lim, std::move(u));
+    case LegacyMagic::Computed:
+      file.fail(u.root->offset,
+                fmt::format("legacy torch.save stream whose magic number is computed by a call to {}: ckpt does not run "
+                            "pickled code, so it cannot know the number (torch would run the call)",
+                            u.root->qualified().empty() ? std::string("an object") : u.root->qualified()));
+    case LegacyMagic::WrongNumber:
+      file.fail(u.root->offset,
+                fmt::format("legacy torch.save stream: magic number {} is not 0x1950a86a20f9469cfc6c",
+                            int_value_text(u.root, &file)
+                                .value_or(u.root->kind == PKind::Float
+                                              ? std::string("(a float)")
+                                              : "'" + std::string(u.root->s) + "' (text Python does not read as an int)")));
+    case LegacyMagic::None: break;
+  }
   ck.container = Container::Pickle;
   ck.format = Format::Pickle;
   ck.pickle_protocol = u.protocol;
@@ -148,8 +190,10 @@ bool looks_like_pickle(const ByteView& f) {
   if (f.size() < 2) return false;
   const uint8_t b = f.u8(0);
   if (b == 0x80) return f.u8(1) <= 5;
-  // Protocol 0/1 pickles open with a container or value opcode.
-  return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S';
+  // Protocol 0/1 pickles open with a container or value opcode; LONG text and LONG1 / LONG4 too, since
+  // torch.load unpickles any such file looking for the legacy magic number.
+  return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S' || b == 'L' ||
+         b == 0x8a || b == 0x8b;
 }
 
 // A directory that is not DCP: the sharded checkpoint whose index is in it.
@@ -164,8 +208,285 @@ void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_c
 
 [[noreturn]] void read_empty(Checkpoint&, const Input& in, const Limits&) { throw InputError(in.path, "file is empty"); }
 
-[[noreturn]] void read_tar(Checkpoint&, const Input& in, const Limits&) {
-  throw UnsupportedError(in.path, "tar checkpoint from torch <= 0.1.9: not supported; re-save it with torch.save");
+// ---------------------------------------------------------------------------------------------------
+// tar (torch <= 0.1.9), read as torch/serialization.py's legacy_load reads it (tarfile's getmember: the
+// last member of a name):
+//   sys_info  pickle({protocol_version, little_endian, type_sizes}): not read by torch
+//   storages  pickle(n), then n x [pickle((key, location, StorageType)), int64 element count, the bytes],
+//             then pickle([(view_key, root_key, offset, numel), ...]): views are slices of a root
+//   tensors   pickle(n), then n x [pickle((key, storage_key, TensorType)), int32 ndim, 4 unused bytes,
+//             ndim x int64 sizes, ndim x int64 strides, int64 storage offset]
+//   pickle    the object: a persistent id str(key) is deserialized_objects[int(key)] (a tensor, or a
+//             storage), a tuple (class, source_file, source) is the class
+// The tensors become the _rebuild_tensor_v2 calls a zip archive would hold, and TorchInterpreter takes it
+// from there.
+namespace tar {
+
+struct Stor {  // a storage: a root, or a view (slice) of one
+  std::string root;  // the root's key, as ck.storages names it
+  const Value* cls = nullptr;  // GLOBAL torch.<X>Storage
+  const DType* dtype = nullptr;
+  std::string location;
+  uint64_t root_numel = 0;  // elements of the root
+  uint64_t byte_offset = 0, byte_len = 0;  // this storage within the root
+  uint64_t file_offset = 0;  // roots: where the bytes are
+};
+
+struct Tens {
+  const Stor* storage = nullptr;
+  std::vector<int64_t> size, stride;
+  int64_t offset = 0;  // in elements of the root storage
+  uint64_t at = 0;  // offset of its record in the tensors member (for errors)
+};
+
+// A Python dict key, typed ("i5", "s5", "b5"): deserialized_objects is keyed by what the pickles hold.
+std::string key_of(const Value* k, const ByteView& v, uint64_t at, const char* what) {
+  if (k && k->is_str()) return "s" + std::string(k->s);
+  if (k && k->kind == PKind::Bytes) return "b" + std::string(k->s);
+  if (auto t = int_value_text(k, &v)) return "i" + *t;
+  v.fail(at, fmt::format("{} is not an int or a string", what));
+}
+
+// deserialized_objects[int(saved_id)]: int() of a string or bytes is base 10.
+std::optional<std::string> pid_key(const Value* pid, const ByteView& v) {
+  if (pid && (pid->is_str() || pid->kind == PKind::Bytes)) {
+    auto t = python_int_text(pid->s, 10);
+    return t ? std::optional<std::string>("i" + *t) : std::nullopt;
+  }
+  if (auto t = int_value_text(pid, &v)) return "i" + *t;
+  return std::nullopt;
+}
+
+const Value* items_of(const Value* v, size_t n) {
+  return v && (v->kind == PKind::Tuple || v->kind == PKind::List) && v->items.size() == n ? v : nullptr;
+}
+
+uint64_t count_of(const Unpickled& u, const ByteView& v, const Limits& lim, const char* what) {
+  const auto t = int_value_text(u.root, &v);
+  if (!t || (*t)[0] == '-' || t->size() > 12 || std::stoull(*t) > lim.tensors)
+    v.fail(0, fmt::format("{} count is not an int from 0 to {}", what, lim.tensors));
+  return std::stoull(*t);
+}
+
+std::string display_key(const std::string& k) { return k.substr(1); }
+
+Value* make_int(Heap& h, int64_t x, uint64_t at) {
+  Value* v = h.make(PKind::Int, at);
+  v->i = x;
+  return v;
+}
+
+Value* make_str(Heap& h, std::string s, uint64_t at) {
+  Value* v = h.make(PKind::Str, at);
+  v->s = h.keep(std::move(s));
+  return v;
+}
+
+Value* tuple_value(Heap& h, const std::vector<Value*>& items, uint64_t at) {
+  Value* v = h.make(PKind::Tuple, at);
+  v->items.assign(h, items);
+  return v;
+}
+
+// Turns the persistent-id node into torch._utils._rebuild_tensor_v2(PersId(('storage', cls, root key,
+// location, root numel)), offset, size, stride, False): what a zip archive holds for the same tensor.
+void become_tensor(Value* node, const Tens& t, Heap& h) {
+  const uint64_t at = node->offset;
+  const Stor& s = *t.storage;
+  Value* fn = h.make(PKind::Global, at);
+  fn->s = "torch._utils";
+  h.ext(fn)->name = "_rebuild_tensor_v2";
+  Value* pid = tuple_value(h,
+                           {make_str(h, "storage", at), const_cast<Value*>(s.cls), make_str(h, display_key(s.root), at),
+                            make_str(h, s.location, at), make_int(h, static_cast<int64_t>(s.root_numel), at)},
+                           at);
+  Value* pers = h.make(PKind::PersId, at);
+  h.ext(pers)->args = pid;
+  std::vector<Value*> size, stride;
+  for (int64_t x : t.size) size.push_back(make_int(h, x, at));
+  for (int64_t x : t.stride) stride.push_back(make_int(h, x, at));
+  Value* no = h.make(PKind::Bool, at);
+  Value* args = tuple_value(h, {pers, make_int(h, t.offset, at), tuple_value(h, size, at), tuple_value(h, stride, at), no}, at);
+  node->kind = PKind::Object;
+  node->how = ObjHow::Reduce;
+  ObjExt* ext = h.ext(node);
+  ext->callable = fn;
+  ext->args = args;
+}
+
+// Every persistent id in the object graph, resolved as legacy_load's persistent_load does.
+void resolve_pids(Value* root, Heap& h, const std::unordered_map<std::string, Tens>& tensors,
+                  const std::unordered_map<std::string, Stor>& storages, const ByteView& pv, const Limits& lim) {
+  std::unordered_set<const Value*> seen;
+  std::vector<Value*> todo{root};
+  while (!todo.empty()) {
+    Value* v = todo.back();
+    todo.pop_back();
+    if (!v || !seen.insert(v).second) continue;
+    if (seen.size() > lim.walk_nodes) pv.fail(0, fmt::format("object graph has more than {} nodes to visit", lim.walk_nodes));
+    if (v->kind == PKind::PersId) {
+      const Value* pid = v->args();
+      if (pid && pid->kind == PKind::Tuple && !pid->items.empty()) {  // (class, source_file, source): the class
+        const uint64_t at = v->offset;
+        *v = *pid->items[0];
+        v->offset = at;
+        todo.push_back(v->callable());
+        todo.push_back(v->args());
+        continue;
+      }
+      const auto key = pid_key(pid, pv);
+      if (!key) pv.fail(v->offset, "persistent id is not a number or a tuple");
+      if (auto it = tensors.find(*key); it != tensors.end()) {
+        become_tensor(v, it->second, h);
+        continue;
+      }
+      if (storages.count(*key)) continue;  // a storage saved as such: no tensor
+      pv.fail(v->offset,
+              fmt::format("persistent id {} names no tensor or storage of the tensors / storages members", display_key(*key)));
+    }
+    for (Value* c : v->items) todo.push_back(c);
+    if (v->ext) {
+      todo.push_back(v->ext->callable);
+      todo.push_back(v->ext->args);
+      todo.push_back(v->ext->kwargs);
+      todo.push_back(v->ext->state);
+      for (Value* c : v->ext->dict) todo.push_back(c);
+    }
+  }
+}
+
+}  // namespace tar
+
+void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
+  using namespace tar;
+  const ByteView file = in.file->view();
+  const std::vector<TarMember> members = tar_members(file, lim);
+  auto member = [&](const char* name) {
+    const TarMember* m = find_tar_member(members, name);
+    if (!m) file.fail(0, fmt::format("tar checkpoint (torch <= 0.1.9) has no '{}' member", name));
+    if (!m->is_file())
+      file.fail(m->header,
+                fmt::format("tar checkpoint member '{}' is not a file (type '{}')", name, m->type == '\0' ? '0' : m->type));
+    return tar_member_data(file, *m);
+  };
+  ck.container = Container::Legacy;
+  ck.format = Format::TorchLegacy;
+  ck.records.emplace_back("container", "tar");
+  ck.heap = std::make_shared<Heap>();
+  Heap& heap = *ck.heap;
+
+  // storages: the roots with their bytes, then the views
+  const ByteView sv = member("storages");
+  std::unordered_map<std::string, Stor> storages;
+  Unpickled n = unpickle(sv, 0, heap, lim);
+  uint64_t pos = n.end;
+  for (uint64_t k = 0, count = count_of(n, sv, lim, "storage"); k < count; ++k) {
+    const uint64_t at = pos;
+    Unpickled a = unpickle(sv, pos, heap, lim);
+    const Value* t = items_of(a.root, 3);
+    if (!t) sv.fail(at, "storage record is not a (key, location, storage type) tuple");
+    Stor s;
+    s.root = key_of(t->items[0], sv, at, "storage key");
+    s.cls = t->items[2];
+    if (s.cls->kind != PKind::Global) sv.fail(at, "storage type is not a global");
+    s.dtype = dtype_by_storage_class(s.cls->s == "torch.cuda" ? "cuda." + std::string(s.cls->name())
+                                                              : std::string(s.cls->name()));
+    if (!s.dtype) sv.fail(at, fmt::format("unknown storage type {}", s.cls->qualified()));
+    if (!t->items[1]->is_str()) sv.fail(at, "storage location is not a string");
+    s.location = std::string(t->items[1]->s);
+    const int64_t numel = sv.le<int64_t>(a.end);
+    uint64_t nbytes;
+    if (numel < 0 || mul_overflows(static_cast<uint64_t>(numel), s.dtype->itemsize, &nbytes))
+      sv.fail(a.end, fmt::format("storage {} has a bad element count {}", display_key(s.root), numel));
+    sv.sub(a.end + 8, nbytes, "storage data");
+    s.root_numel = static_cast<uint64_t>(numel);
+    s.byte_len = nbytes;
+    s.file_offset = (sv.data() - file.data()) + a.end + 8;
+    storages[s.root] = s;
+    pos = a.end + 8 + nbytes;
+  }
+  Unpickled views = unpickle(sv, pos, heap, lim);
+  if (views.root->kind != PKind::List && views.root->kind != PKind::Tuple) sv.fail(pos, "storage view list is not a list");
+  for (const Value* vw : views.root->items) {
+    const Value* t = items_of(vw, 4);
+    if (!t) sv.fail(vw->offset, "storage view is not a (key, root key, offset, numel) tuple");
+    auto root = storages.find(key_of(t->items[1], sv, vw->offset, "storage view root"));
+    if (root == storages.end()) sv.fail(vw->offset, "storage view names a root storage the member does not have");
+    const Value* off = t->items[2];
+    const Value* num = t->items[3];
+    if (!off->is_int() || !num->is_int() || off->i < 0 || num->i < 0)
+      sv.fail(vw->offset, "storage view offset / numel is not an int >= 0");
+    Stor s = root->second;  // a slice of a slice is a slice of the root; Python clamps it to the root's end
+    const uint64_t item = s.dtype->itemsize;
+    const uint64_t start = std::min<uint64_t>(static_cast<uint64_t>(off->i) * item, s.byte_len);
+    const uint64_t stop = std::min<uint64_t>(static_cast<uint64_t>(off->i + num->i) * item, s.byte_len);
+    s.byte_offset += start;
+    s.byte_len = stop > start ? stop - start : 0;
+    storages[key_of(t->items[0], sv, vw->offset, "storage view key")] = s;
+  }
+
+  // tensors: (key, storage, type) and the sizes / strides / offset after each
+  const ByteView tv = member("tensors");
+  std::unordered_map<std::string, Tens> tensors;
+  n = unpickle(tv, 0, heap, lim);
+  pos = n.end;
+  for (uint64_t k = 0, count = count_of(n, tv, lim, "tensor"); k < count; ++k) {
+    const uint64_t at = pos;
+    Unpickled a = unpickle(tv, pos, heap, lim);
+    const Value* t = items_of(a.root, 3);
+    if (!t) tv.fail(at, "tensor record is not a (key, storage key, tensor type) tuple");
+    const std::string key = key_of(t->items[0], tv, at, "tensor key");
+    auto st = storages.find(key_of(t->items[1], tv, at, "tensor storage key"));
+    if (st == storages.end())
+      tv.fail(at, fmt::format("tensor {} names a storage the storages member does not have", display_key(key)));
+    Tens x;
+    x.storage = &st->second;
+    x.at = at;
+    pos = a.end;
+    const int32_t ndim = tv.le<int32_t>(pos);
+    if (ndim < 0 || ndim > 1024) tv.fail(pos, fmt::format("tensor {} has {} dimensions", display_key(key), ndim));
+    pos += 8;
+    for (int32_t d = 0; d < ndim; ++d, pos += 8) x.size.push_back(tv.le<int64_t>(pos));
+    for (int32_t d = 0; d < ndim; ++d, pos += 8) x.stride.push_back(tv.le<int64_t>(pos));
+    const int64_t offset = tv.le<int64_t>(pos);
+    pos += 8;
+    // Tensor.set_(storage, offset, size, stride): sizes, strides and offset >= 0, every element inside the
+    // storage (the view's slice, not the whole root).
+    const uint64_t item = x.storage->dtype->itemsize;
+    uint64_t extent = static_cast<uint64_t>(offset) + 1, numel = 1, span;
+    bool bad = offset < 0;
+    for (int32_t d = 0; d < ndim && !bad; ++d) {
+      bad = x.size[d] < 0 || x.stride[d] < 0 || mul_overflows(numel, static_cast<uint64_t>(x.size[d]), &numel);
+      if (!bad && x.size[d] > 0)
+        bad = mul_overflows(static_cast<uint64_t>(x.size[d] - 1), static_cast<uint64_t>(x.stride[d]), &span) ||
+              add_overflows(extent, span, &extent);
+    }
+    uint64_t need = 0;
+    if (!bad && numel > 0) bad = mul_overflows(extent, item, &need) || need > x.storage->byte_len;
+    if (bad)
+      tv.fail(at, fmt::format("tensor {} (offset {}) does not fit its storage {} of {} bytes", display_key(key), offset,
+                              display_key(x.storage->root), x.storage->byte_len));
+    x.offset = offset + static_cast<int64_t>(x.storage->byte_offset / item);
+    tensors[key] = std::move(x);
+  }
+
+  // pickle: the object, its persistent ids resolved
+  const ByteView pv = member("pickle");
+  Unpickled obj = unpickle(pv, 0, heap, lim);
+  ck.pickle_protocol = obj.protocol;
+  ck.globals = std::move(obj.globals);
+  resolve_pids(obj.root, heap, tensors, storages, pv, lim);
+  std::unordered_map<std::string, const Stor*> roots;
+  for (const auto& [k, s] : storages)
+    if (s.byte_offset == 0 && k == s.root) roots.emplace(display_key(k), &s);
+  TorchInterpreter interp(ck, pv, lim, [&roots, pv](Storage& s, const Value* at) {
+    auto it = roots.find(s.key);
+    if (it == roots.end() || it->second->root_numel != s.numel)
+      pv.fail(at->offset, fmt::format("storage '{}' is not a root storage of the storages member", s.key));
+    s.file_offset = it->second->file_offset;
+    s.present = true;
+  });
+  interp.interpret(obj.root);
 }
 
 struct Reader {
@@ -188,7 +509,8 @@ constexpr Reader kReaders[] = {
     {"file", [](const Input& in) { return !in.file; }, read_file},
     {"empty", [](const Input& in) { return in.file->size() == 0; }, read_empty},
     {"torch.save zip", [](const Input& in) { return looks_like_zip(in.file->view()); }, read_torch_zip},
-    {"tar", [](const Input& in) { return in.file->size() > 262 && in.file->view().str(257, 5) == "ustar"; }, read_tar},
+    // torch.load tries tarfile.open before unpickling: a valid first tar header (checksum) makes a tar.
+    {"tar", [](const Input& in) { return looks_like_tar(in.file->view()); }, read_torch_tar},
     {"safetensors", [](const Input& in) { return looks_like_safetensors(in.file->view()); }, read_safetensors},
     // Legacy torch.save streams too: their first pickle is the magic number.
     {"pickle", [](const Input& in) { return looks_like_pickle(in.file->view()); }, read_pickle},
@@ -211,6 +533,58 @@ Checkpoint read_input(const Input& in, const Limits& limits) {
 }
 
 }  // namespace
+
+TarPickles torch_tar_pickles(const ByteView& file, const Limits& lim) {
+  TarPickles out;
+  try {
+    const std::vector<TarMember> members = tar_members(file, lim);
+    Heap heap;
+    auto data_of = [&](const char* name) -> std::optional<ByteView> {
+      const TarMember* m = find_tar_member(members, name);
+      if (!m || !m->is_file()) return std::nullopt;
+      return tar_member_data(file, *m);
+    };
+    auto take = [&](const char* name, const ByteView& v, uint64_t at) {
+      Unpickled u = unpickle(v, at, heap, lim);
+      out.pickles.push_back(TarPickle{name, v, at, u.end});
+      return u;
+    };
+    if (auto sv = data_of("storages")) {
+      Unpickled n = take("storages", *sv, 0);
+      uint64_t pos = n.end;
+      for (uint64_t k = 0, count = tar::count_of(n, *sv, lim, "storage"); k < count; ++k) {
+        Unpickled a = take("storages", *sv, pos);
+        const Value* t = tar::items_of(a.root, 3);
+        const Value* cls = t ? t->items[2] : nullptr;
+        const DType* dt = cls && cls->kind == PKind::Global
+                              ? dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + std::string(cls->name())
+                                                                              : std::string(cls->name()))
+                              : nullptr;
+        if (!dt) sv->fail(pos, "storage record names no storage type, so the bytes after it cannot be skipped");
+        const int64_t numel = sv->le<int64_t>(a.end);
+        uint64_t nbytes;
+        if (numel < 0 || mul_overflows(static_cast<uint64_t>(numel), dt->itemsize, &nbytes))
+          sv->fail(a.end, fmt::format("bad element count {}", numel));
+        sv->sub(a.end + 8, nbytes, "storage data");
+        pos = a.end + 8 + nbytes;
+      }
+      take("storages", *sv, pos);
+    }
+    if (auto tv = data_of("tensors")) {
+      Unpickled n = take("tensors", *tv, 0);
+      uint64_t pos = n.end;
+      for (uint64_t k = 0, count = tar::count_of(n, *tv, lim, "tensor"); k < count; ++k) {
+        Unpickled a = take("tensors", *tv, pos);
+        const int32_t ndim = tv->le<int32_t>(a.end);
+        if (ndim < 0 || ndim > 1024) tv->fail(a.end, fmt::format("{} dimensions", ndim));
+        pos = a.end + 8 + 16 * static_cast<uint64_t>(ndim) + 8;
+        tv->sub(a.end, pos - a.end, "tensor metadata");
+      }
+    }
+    if (auto pv = data_of("pickle")) take("pickle", *pv, 0);
+  } catch (const InputError& e) { out.stopped = e.render(); }
+  return out;
+}
 
 Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits) {
   std::string path = file->path();

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
@@ -21,5 +22,22 @@ struct Input {
 
 Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits = Limits{});
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits = Limits{});
+
+// The pickles torch.load unpickles in a tar checkpoint of torch <= 0.1.9 (looks_like_tar in tar.h), in
+// the order it reads them: in 'storages' the count, each (key, location, type) record and the view list;
+// in 'tensors' the count and each (key, storage, type) record; then 'pickle' (for each name, the last
+// member of that name, as tarfile's getmember). The raw bytes between pickles are skipped as torch
+// skips them. 'sys_info' is left out: torch never unpickles it. For a scanner: unpickle each span with
+// its own VM. The walk stops at the first thing it cannot follow; `stopped` then says what and where.
+struct TarPickle {
+  std::string member;
+  ByteView data;  // the member's bytes (a view naming the member)
+  uint64_t start = 0, end = 0;  // the pickle within `data`, STOP included
+};
+struct TarPickles {
+  std::vector<TarPickle> pickles;
+  std::string stopped;  // "" when every member was walked to its end
+};
+TarPickles torch_tar_pickles(const ByteView& file, const Limits& limits = Limits{});
 
 }  // namespace ckpt

@@ -25,8 +25,132 @@ StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const 
   };
 }
 
-bool is_legacy_magic(const Value* v) {
-  return v && v->kind == PKind::BigInt && v->s == std::string_view("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10);
+namespace {
+
+constexpr std::string_view kMagicDecimal = "119547037146038801333356";  // 0x1950a86a20f9469cfc6c
+
+// Digits (most significant first, each < base) to decimal text, through base-1e9 limbs.
+std::string digits_to_decimal(const std::vector<uint8_t>& digits, unsigned base) {
+  std::vector<uint32_t> limbs{0};
+  for (uint8_t d : digits) {
+    uint64_t carry = d;
+    for (auto& l : limbs) {
+      const uint64_t y = static_cast<uint64_t>(l) * base + carry;
+      l = static_cast<uint32_t>(y % 1000000000);
+      carry = y / 1000000000;
+    }
+    if (carry) limbs.push_back(static_cast<uint32_t>(carry));
+  }
+  std::string out = std::to_string(limbs.back());
+  for (size_t k = limbs.size() - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
+  return out;
+}
+
+// Two's-complement little-endian bytes (LONG1 / LONG4) as decimal text.
+std::string le_bytes_decimal(std::string_view b) {
+  if (b.empty()) return "0";
+  std::vector<uint8_t> mag(b.rbegin(), b.rend());  // most significant first
+  const bool neg = mag.front() & 0x80;
+  if (neg) {
+    for (auto& x : mag) x = static_cast<uint8_t>(~x);
+    for (size_t k = mag.size(); k-- > 0;)
+      if (++mag[k] != 0) break;
+  }
+  const std::string d = digits_to_decimal(mag, 256);
+  return neg && d != "0" ? "-" + d : d;
+}
+
+bool c_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+}  // namespace
+
+std::optional<std::string> python_int_text(std::string_view t, int base) {
+  while (!t.empty() && c_space(t.front())) t.remove_prefix(1);
+  while (!t.empty() && c_space(t.back())) t.remove_suffix(1);
+  bool neg = false;
+  if (!t.empty() && (t[0] == '+' || t[0] == '-')) {
+    neg = t[0] == '-';
+    t.remove_prefix(1);
+  }
+  unsigned radix = 10;
+  bool prefixed = false, leading_zero_rule = false;
+  if (t.size() >= 2 && t[0] == '0' && base == 0) {
+    const char p = static_cast<char>(t[1] | 0x20);
+    if (p == 'x' || p == 'o' || p == 'b') {
+      radix = p == 'x' ? 16 : p == 'o' ? 8 : 2;
+      prefixed = true;
+      t.remove_prefix(2);
+    }
+  }
+  if (base == 0 && !prefixed) leading_zero_rule = true;
+  if (prefixed && !t.empty() && t[0] == '_') t.remove_prefix(1);
+  if (t.empty() || t.size() > 4096) return std::nullopt;
+  std::vector<uint8_t> digits;
+  bool last_digit = false;
+  for (char c : t) {
+    if (c == '_') {
+      if (!last_digit) return std::nullopt;
+      last_digit = false;
+      continue;
+    }
+    unsigned d;
+    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
+    else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') d = static_cast<unsigned>((c | 0x20) - 'a' + 10);
+    else return std::nullopt;
+    if (d >= radix) return std::nullopt;
+    digits.push_back(static_cast<uint8_t>(d));
+    last_digit = true;
+  }
+  if (!last_digit) return std::nullopt;
+  // base 0: a decimal literal may not start with 0 unless it is all zeros ("00" is 0, "010" an error)
+  if (leading_zero_rule && digits.front() == 0 && std::any_of(digits.begin(), digits.end(), [](uint8_t d) { return d != 0; }))
+    return std::nullopt;
+  const std::string mag = digits_to_decimal(digits, radix);
+  return neg && mag != "0" ? "-" + mag : mag;
+}
+
+std::optional<std::string> int_value_text(const Value* v, const ByteView* pkl) {
+  if (!v) return std::nullopt;
+  if (v->kind == PKind::Int) return std::to_string(v->i);
+  if (v->kind == PKind::Bool) return std::string(v->b ? "1" : "0");
+  if (v->kind != PKind::BigInt) return std::nullopt;
+  const uint8_t op = pkl && v->offset < pkl->size() ? pkl->u8(v->offset) : 0;
+  std::string_view s = v->s;
+  if (op == 'I') return python_int_text(s, 0);  // load_int: the line as it is
+  if (op == 'L') {  // load_long: one trailing 'L' dropped
+    if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
+    return python_int_text(s, 0);
+  }
+  if (op == 0x8a || op == 0x8b) return le_bytes_decimal(s);
+  std::string_view text = s;
+  if (!text.empty() && text.back() == 'L') text.remove_suffix(1);
+  if (auto t = python_int_text(text, 0)) return t;
+  return le_bytes_decimal(s);
+}
+
+bool is_legacy_magic(const Value* v, const ByteView* pkl) {
+  const auto t = int_value_text(v, pkl);
+  return t && *t == kMagicDecimal;
+}
+
+bool is_legacy_protocol_version(const Value* v, const ByteView* pkl) {
+  if (v && v->kind == PKind::Float) return v->f == 1001.0;
+  const auto t = int_value_text(v, pkl);
+  return t && *t == "1001";
+}
+
+LegacyMagic classify_legacy_magic(const ByteView& file, const Unpickled& first, Heap& heap, const Limits& limits) {
+  const Value* v = first.root;
+  if (is_legacy_magic(v, &file)) return LegacyMagic::Magic;
+  const bool call = v && v->kind == PKind::Object;
+  const bool number = v &&
+                      (v->kind == PKind::Int || v->kind == PKind::BigInt || v->kind == PKind::Bool || v->kind == PKind::Float);
+  if ((!call && !number) || first.end >= file.size()) return LegacyMagic::None;
+  try {
+    const Unpickled second = unpickle(file, first.end, heap, limits);
+    if (!is_legacy_protocol_version(second.root, &file)) return LegacyMagic::None;
+  } catch (const InputError&) { return LegacyMagic::None; }
+  return call ? LegacyMagic::Computed : LegacyMagic::WrongNumber;
 }
 
 namespace {
@@ -149,6 +273,14 @@ bool truthy(const Value* v) {
 
 Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   budget();
+  // A parameter wraps a tensor, a subclass a rebuild, a sparse tensor its parts: a crafted pickle can make
+  // that chain loop back on itself (a parameter whose data is the parameter).
+  if (rebuild_depth_ >= 32) fail(v, fmt::format("'{}' is rebuilt from tensors nested more than 32 deep", name));
+  struct Level {
+    int& depth;
+    explicit Level(int& d) : depth(++d) {}
+    ~Level() { --depth; }
+  } level(rebuild_depth_);
   Tensor t;
   t.name = name;
   t.identity = v;
@@ -396,6 +528,12 @@ bool TorchInterpreter::is_module(const Value* v) const {
 void TorchInterpreter::walk_module(const Value* v, const std::string& path, int depth) {
   if (depth > static_cast<int>(lim_.pickle_depth)) fail(v, "modules nest deeper than the limit");
   budget();
+  if (!on_path_.insert(v).second) return;  // a module inside itself: torch's object has it once
+  struct Leave {
+    std::unordered_set<const Value*>& path;
+    const Value* v;
+    ~Leave() { path.erase(v); }
+  } leave{on_path_, v};
   Module m;
   m.name = path;
   const Value* cls = v->callable();
@@ -443,6 +581,17 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
     walk_module(v, path, depth);
     return;
   }
+  const bool container = v->kind == PKind::Dict || (v->kind == PKind::Object && !v->pairs().empty()) || v->kind == PKind::List ||
+                         v->kind == PKind::Tuple;
+  if (!container) return;
+  // A container inside itself (d['self'] = d): torch's object has each tensor in it once, so the way
+  // back into a container being walked is not taken again.
+  if (!on_path_.insert(v).second) return;
+  struct Leave {
+    std::unordered_set<const Value*>& path;
+    const Value* v;
+    ~Leave() { path.erase(v); }
+  } leave{on_path_, v};
   if (v->kind == PKind::Dict || (v->kind == PKind::Object && !v->pairs().empty())) {
     const auto& p = v->pairs();
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
@@ -487,14 +636,21 @@ void TorchInterpreter::lightning(const Value* root) {
   TrainingInfo& tr = ck_.training;
   const auto& p = root->pairs();
   // Tensors held by optimizer / scheduler states, counted apart from the model.
+  // Each container is opened once: a state that holds itself (or one container twice) is the one object
+  // torch.load gives back, and its tensors count once.
   auto tensor_stats = [&](const Value* v) {
     TensorCount c;
+    std::unordered_set<const Value*> opened;
     std::vector<std::pair<const Value*, int>> todo{{v, 0}};
     while (!todo.empty()) {
       auto [x, d] = todo.back();
       todo.pop_back();
       budget();
       if (!x || d > 64) continue;
+      if (!is_tensor(x) &&
+          (x->kind == PKind::Dict || x->kind == PKind::Object || x->kind == PKind::List || x->kind == PKind::Tuple) &&
+          !opened.insert(x).second)
+        continue;
       if (is_tensor(x)) {
         Tensor t = tensor(x, "");
         ++c.tensors;

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/checkpoint.h"
 #include "core/zip.h"
@@ -63,14 +66,44 @@ class TorchInterpreter {
   std::unordered_map<std::string, size_t> storage_index_;  // key -> index in ck_.storages
   uint64_t visited_ = 0;
   bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
+  // Containers and modules on the way from the root to the node being walked: a pickle may hold a
+  // container inside itself (torch.load gives the cycle back), and walking into it again would never end.
+  std::unordered_set<const Value*> on_path_;
+  int rebuild_depth_ = 0;  // tensor rebuilds inside tensor rebuilds (parameters, subclasses, sparse parts)
 };
 
 // State dicts that do not say which entries are buffers: a well-known buffer name (running_mean, ...) or
 // an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in README).
 void infer_kinds(std::vector<Tensor>& tensors);
 
-// The legacy torch.save stream's first pickle: the magic number 0x1950a86a20f9469cfc6c.
-bool is_legacy_magic(const Value* v);
+// Python's int(text, base) for base 0 or 10 (as the C unpickler parses INT / LONG text and as int()
+// parses a string): surrounding whitespace, a sign, for base 0 the 0x / 0o / 0b prefixes and no leading
+// zeros in decimal, single '_' between digits. The value as canonical decimal text ("-12"), or nullopt
+// where Python raises ValueError (and for literals over 4096 digits, which no checkpoint needs).
+std::optional<std::string> python_int_text(std::string_view text, int base);
+
+// The Python int an unpickled value equals, as canonical decimal text: Int, Bool (0 / 1), and BigInt
+// from LONG1 / LONG4 bytes or INT / LONG text. With the pickle's view the opcode at v->offset says which
+// encoding a BigInt came from (INT text keeps a trailing 'L' and so is no int, as in Python); without
+// it the text is tried first. nullopt for anything that is not an int.
+std::optional<std::string> int_value_text(const Value* v, const ByteView* pkl = nullptr);
+
+// The legacy torch.save stream's first pickle: torch.load compares its value with the magic number
+// (magic_number != 0x1950a86a20f9469cfc6c), so every encoding of that int counts: LONG1 / LONG4 with or
+// without sign padding, INT / LONG text in any base Python accepts, behind PROTO / FRAME / memo opcodes.
+bool is_legacy_magic(const Value* v, const ByteView* pkl = nullptr);
+// The second pickle: equal to 1001 as Python compares (an int of that value, or the float 1001.0).
+bool is_legacy_protocol_version(const Value* v, const ByteView* pkl = nullptr);
+
+// What the first pickle of a file says about a legacy stream. Computed: its value is made by a call
+// (REDUCE / NEWOBJ / OBJ / INST, e.g. builtins.int('1950a86a20f9469cfc6c', 16)) and the next pickle is
+// the protocol version 1001, so torch would run the call and compare; ckpt cannot know the value without
+// running it. WrongNumber: a number other than the magic (or INT / LONG text Python does not read as an
+// int), followed by 1001 (torch: "Invalid magic number", or the unpickler's ValueError). None: not a legacy stream (a bare
+// pickle, or anything else).
+enum class LegacyMagic : uint8_t { None, Magic, Computed, WrongNumber };
+// `first` is the pickle that starts at offset 0 of `file`; the second one is read into `heap` when needed.
+LegacyMagic classify_legacy_magic(const ByteView& file, const Unpickled& first, Heap& heap, const Limits& limits);
 
 // Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
 std::string join_path(const std::string& a, const std::string& b);

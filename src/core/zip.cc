@@ -19,15 +19,81 @@ constexpr uint64_t kZip64EocdSize = 56;
 constexpr uint64_t kCentralSize = 46;
 constexpr uint64_t kLocalSize = 30;
 
-// The end record is the last thing in the file, followed only by a comment of at most 65535 bytes.
+// miniz's mz_zip_reader_locate_header_sig, which torch uses: read 4 KiB blocks backwards from the end
+// (each next block starts 4093 bytes earlier, so they overlap by 3), take the last end-record signature
+// that has 22 bytes after it, and give up after a block that starts 65557 or more bytes before the end
+// (so at most 69584 bytes are searched). Its step back is computed unsigned: from a block that starts
+// between 1 and 4092, the next read lands at a wrapped (negative) offset and fails, so torch refuses
+// such a file even when the record is further back. The end record's comment length is not checked.
 uint64_t find_eocd(const ByteView& f) {
   if (f.size() < kEocdSize) f.fail(0, fmt::format("file of {} bytes is too short for a zip end record", f.size()));
-  const uint64_t last = f.size() - kEocdSize;
-  const uint64_t first = last > 0xFFFF ? last - 0xFFFF : 0;
-  for (uint64_t pos = last + 1; pos-- > first;) {
-    if (f.le<uint32_t>(pos) == kEocdSig && pos + kEocdSize + f.le<uint16_t>(pos + 20) == f.size()) return pos;
+  constexpr uint64_t kBlock = 4096, kStep = kBlock - 3, kReach = 0xFFFF + kEocdSize;
+  const uint64_t size = f.size();
+  uint64_t cur = size > kBlock ? size - kBlock : 0;
+  for (;;) {
+    const uint64_t n = std::min(kBlock, size - cur);
+    for (uint64_t i = n - 4 + 1; i-- > 0;) {
+      if (f.le<uint32_t>(cur + i) == kEocdSig && size - (cur + i) >= kEocdSize) return cur + i;
+    }
+    if (cur == 0 || size - cur >= kReach || cur < kStep) break;
+    cur -= kStep;
   }
-  f.fail(last, "no zip end-of-central-directory record (truncated or not a zip)");
+  f.fail(size - kEocdSize, "no zip end-of-central-directory record (truncated or not a zip)");
+}
+
+// ASCII lowercase, as miniz's MZ_TOLOWER.
+uint8_t lower(char c) {
+  const auto u = static_cast<uint8_t>(c);
+  return u >= 'A' && u <= 'Z' ? static_cast<uint8_t>(u - 'A' + 'a') : u;
+}
+
+// mz_zip_reader_filename_less: case-blind, a prefix sorts first.
+bool name_less(std::string_view l, std::string_view r) {
+  const size_t n = std::min(l.size(), r.size());
+  size_t k = 0;
+  uint8_t a = 0, b = 0;
+  for (; k < n; ++k) {
+    a = lower(l[k]);
+    b = lower(r[k]);
+    if (a != b) break;
+  }
+  return k == n ? l.size() < r.size() : a < b;
+}
+
+// mz_zip_filename_compare: <0, 0, >0 as `l` sorts before, with, after `r`.
+int name_compare(std::string_view l, std::string_view r) {
+  const size_t n = std::min(l.size(), r.size());
+  for (size_t k = 0; k < n; ++k) {
+    const uint8_t a = lower(l[k]), b = lower(r[k]);
+    if (a != b) return static_cast<int>(a) - static_cast<int>(b);
+  }
+  return static_cast<int>(static_cast<unsigned>(l.size()) - static_cast<unsigned>(r.size()));
+}
+
+// mz_zip_reader_sort_central_dir_offsets_by_filename, step for step: a heap sort, which is not stable,
+// so where equal names end up (and so which one the binary search meets first) is miniz's to decide.
+void miniz_heap_sort(std::vector<uint32_t>& idx, const std::vector<ZipEntry>& entries) {
+  const uint64_t size = idx.size();
+  if (size <= 1) return;
+  auto less = [&](uint32_t a, uint32_t b) { return name_less(entries[a].name, entries[b].name); };
+  auto sift = [&](uint64_t root, uint64_t end) {
+    for (;;) {
+      uint64_t child = (root << 1) + 1;
+      if (child >= end) break;
+      child += (child + 1 < end) && less(idx[child], idx[child + 1]);
+      if (!less(idx[root], idx[child])) break;
+      std::swap(idx[root], idx[child]);
+      root = child;
+    }
+  };
+  for (uint64_t start = (size - 2) >> 1;; --start) {
+    sift(start, size);
+    if (start == 0) break;
+  }
+  for (uint64_t end = size - 1; end > 0; --end) {
+    std::swap(idx[end], idx[0]);
+    sift(0, end);
+  }
 }
 
 }  // namespace
@@ -59,7 +125,8 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
   uint64_t cd_end;
   if (add_overflows(cd_offset, cd_size, &cd_end) || cd_end > f.size())
     f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", cd_offset, cd_size, f.size()));
-  if (count > limits.zip_entries) f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, limits.zip_entries));
+  if (count > limits.zip_entries || count > UINT32_MAX)
+    f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, std::min<uint64_t>(limits.zip_entries, UINT32_MAX)));
   if (count > cd_size / kCentralSize)
     f.fail(eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
 
@@ -133,16 +200,24 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
       f.fail(b.central_offset, fmt::format("zip entries '{}' and '{}' overlap at 0x{:x}", std::string(a.name),
                                            std::string(b.name), b.local_header_offset));
   }
-  index_.reserve(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (!index_.emplace(entries_[i].name, i).second)
-      f.fail(entries_[i].central_offset, fmt::format("duplicate zip entry '{}'", entries_[i].name));
-  }
+  // Repeated names stay: a scanner sees every record, and find() picks the one torch reads.
+  sorted_.resize(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
+  miniz_heap_sort(sorted_, entries_);
 }
 
+// mz_zip_locate_file_binary_search over the heap-sorted records.
 const ZipEntry* ZipReader::find(std::string_view name) const {
-  auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &entries_[it->second];
+  int64_t lo = 0, hi = static_cast<int64_t>(sorted_.size()) - 1;
+  while (lo <= hi) {
+    const int64_t mid = lo + ((hi - lo) >> 1);
+    const ZipEntry& e = entries_[sorted_[static_cast<size_t>(mid)]];
+    const int c = name_compare(e.name, name);
+    if (c == 0) return &e;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return nullptr;
 }
 
 uint64_t ZipReader::data_offset(const ZipEntry& e) const {

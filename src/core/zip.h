@@ -10,12 +10,19 @@
 //
 // Zip64: a central-directory field holding 0xFFFFFFFF (0xFFFF for counts) is replaced by the next
 // 8-byte value of the extra field 0x0001, in the order: uncompressed, compressed, local offset.
+//
+// Where torch.load is lenient, this reader is lenient the same way (torch reads zips with miniz):
+//  - Bytes may follow the end record. It is found as miniz finds it: the last signature with 22 bytes
+//    after it, scanning backwards in 4 KiB blocks no further than 69584 bytes from the end (and, as in
+//    miniz, not at all past a first step back that would start below offset 0: see find_eocd).
+//  - Names may repeat. entries() keeps every record; find() answers as miniz's mz_zip_reader_locate_file
+//    does: a binary search over the records heap-sorted by ASCII-lowercased name, so the copy it returns
+//    depends on the order of the records (neither "the first" nor "the last"), and case does not matter.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/bytes.h"
@@ -39,7 +46,10 @@ class ZipReader {
   // Parses the central directory of `file`. Throws InputError on anything malformed.
   ZipReader(ByteView file, const Limits& limits);
 
+  // Every central directory record, in directory order, duplicates included.
   const std::vector<ZipEntry>& entries() const { return entries_; }
+  // The record torch reads for `name` (miniz's lookup: case-blind, and for a repeated name the copy its
+  // binary search lands on), or nullptr.
   const ZipEntry* find(std::string_view name) const;
   // Offset in the file where the entry's bytes begin (reads and checks its local header: the local
   // name must equal the central one).
@@ -54,7 +64,7 @@ class ZipReader {
  private:
   ByteView file_;
   std::vector<ZipEntry> entries_;
-  std::unordered_map<std::string_view, size_t> index_;
+  std::vector<uint32_t> sorted_;  // indices into entries_, in miniz's heap-sorted order
 };
 
 // True when the bytes start like a zip local file header.
