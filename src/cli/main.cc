@@ -11,6 +11,7 @@
 #include "cli/precheck.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/text.h"
 
 #ifndef CKPT_VERSION
 #define CKPT_VERSION "0.0.0"
@@ -105,8 +106,8 @@ int main(int argc, char** argv) {
   // After the ckpt errors above, which are std::exceptions too.
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
-    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", app.got_subcommand("summary") ? summary.file : load.file,
-               what.substr(0, what.find('\n')));
+    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", ckpt::visible(app.got_subcommand("summary") ? summary.file : load.file),
+               ckpt::visible(what.substr(0, what.find('\n'))));  // it may quote the archive's code or names
     return ckpt::kExitBadInput;
   }
 #endif

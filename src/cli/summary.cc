@@ -9,6 +9,7 @@
 #include "core/reader.h"
 #include "core/render_summary.h"
 #include "core/summary.h"
+#include "core/text.h"
 
 namespace ckpt::cli {
 
@@ -62,7 +63,7 @@ void warn_security(const std::string& path, const Limits& lim) {
   try {
     for (const Finding& f : security_findings(path, nullptr, lim))
       if (f.id == "dangerous-global" || f.id == "unknown-global")  // a malformed pickle is the error itself
-        fmt::print(stderr, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, f.message);
+        fmt::print(stderr, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, visible(f.message));
   } catch (const InputError&) {}  // the container itself is broken: the read error says so
 }
 

@@ -222,7 +222,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   for (const TsClass& c : ck.ts_classes) {
     for (const TsMethod& m : c.methods) {
       for (const auto& [lineno, text] : m.body) {
-        const std::string w = fmt::format("{}.{} ({}:{}: {})", c.qualified, m.name, c.file, lineno, text.substr(0, 120));
+        const std::string w = fmt::format("{}.{} ({}:{}: {})", c.qualified, m.name, c.file, lineno, visible_prefix(text, 120));
         // Tensor-valued conditions are printed as bool(<tensor expr>) (aten::Bool) in serialized code.
         if (is_if(text) && (text.find("bool(") != std::string::npos || text.find("torch.is_nonzero(") != std::string::npos)) {
           where_by_id["data-dependent-control-flow"].push_back(w);
