@@ -244,7 +244,7 @@ TEST_CASE("check text: message, where and fix escaped; colour codes kept") {
 TEST_CASE("summary text and Markdown of names with controls (testdata/untrusted/names.pt)") {
   Checkpoint ck = read_checkpoint((test::testdata() / "untrusted" / "names.pt").string());
   Summary s = summarize(ck);
-  s.findings = summary_findings(ck, s);
+  s.findings = findings(ck, s);
   RenderOptions o;
   o.depth = -1;
   for (const std::string& out : {render_summary_text(s, o), render_summary_markdown(s, o)}) {

@@ -7,7 +7,9 @@
 #include <unordered_set>
 
 #include "core/allowlist.h"
+#include "core/reader.h"
 #include "core/safetensors.h"
+#include "core/tar.h"
 #include "core/torch_pickle.h"
 #include "core/zip.h"
 
@@ -75,6 +77,7 @@ class Scanner {
     if (depth > 4) return;
     if (looks_like_zip(v)) return zip(v, label, depth);
     if (looks_like_safetensors(v)) return;  // JSON and raw bytes: no pickle, nothing to import
+    if (looks_like_tar(v) && tar(v, label, depth)) return;
     stream(v, label, depth);
   }
 
@@ -109,6 +112,20 @@ class Scanner {
 
   // Whether a first pickle's value may compare equal to torch's legacy magic number.
   static bool may_be_magic(PKind k) { return k == PKind::Int || k == PKind::BigInt || k == PKind::Object; }
+
+  // A tar checkpoint of torch <= 0.1.9: the pickles torch.load unpickles there, in its order. False when
+  // no pickle could be found (torch then falls back to reading the file as a stream).
+  bool tar(const ByteView& v, const std::string& label, int depth) {
+    TarPickles t;
+    try {
+      t = torch_tar_pickles(v, lim_);
+    } catch (const InputError&) { return false; }
+    for (const TarPickle& p : t.pickles) pickle(p.data, p.start, prefixed(label, p.member), depth);
+    if (!t.stopped.empty() && !t.pickles.empty())
+      scan_.problems.push_back(
+          {ScanProblem::Kind::Malformed, prefixed(label, t.pickles.back().member), t.pickles.back().member, t.stopped});
+    return !t.pickles.empty();
+  }
 
   void zip(const ByteView& v, const std::string& label, int depth) {
     ZipReader z(v, lim_);
