@@ -172,9 +172,9 @@ void read_pickle(Checkpoint& ck, const Input& in, const Limits& lim) {
       file.fail(u.root->offset,
                 fmt::format("legacy torch.save stream: magic number {} is not 0x1950a86a20f9469cfc6c",
                             int_value_text(u.root, &file)
-                                .value_or(u.root->kind == PKind::Float
-                                              ? std::string("(a float)")
-                                              : "'" + std::string(u.root->s) + "' (text Python does not read as an int)")));
+                                .value_or(u.root->kind == PKind::Float ? std::string("(a float)")
+                                                                       : "'" + std::string(u.root->s.substr(0, 40)) +
+                                                                             "' (text Python does not read as an int)")));
     case LegacyMagic::None: break;
   }
   ck.container = Container::Pickle;
@@ -190,10 +190,13 @@ bool looks_like_pickle(const ByteView& f) {
   if (f.size() < 2) return false;
   const uint8_t b = f.u8(0);
   if (b == 0x80) return f.u8(1) <= 5;
-  // Protocol 0/1 pickles open with a container or value opcode; LONG text and LONG1 / LONG4 too, since
-  // torch.load unpickles any such file looking for the legacy magic number.
-  return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S' || b == 'L' ||
-         b == 0x8a || b == 0x8b;
+  // Protocol 0/1 pickles open with a container or value opcode; LONG1 / LONG4 and LONG text too, since
+  // torch.load unpickles any such file looking for the legacy magic number (a text file that merely
+  // starts with 'L' is not taken for one).
+  const uint8_t c = f.u8(1);
+  if (b == 'L') return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == ' ';
+  return b == '(' || b == '}' || b == ']' || b == ')' || b == 'c' || b == 'N' || b == 'I' || b == 'V' || b == 'S' || b == 0x8a ||
+         b == 0x8b;
 }
 
 // A directory that is not DCP: the sharded checkpoint whose index is in it.
