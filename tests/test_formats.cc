@@ -78,7 +78,9 @@ TEST_CASE("permissive: ckpt reads what torch.load reads and refuses what it refu
   const auto dir = test::testdata() / "permissive";
   const auto expected = test::read_json(dir / "expected.json");
   size_t read = 0, refused = 0, pending = 0;
-  for (const auto& [name, e] : expected.at("fixtures").items()) {
+  for (const auto& item : expected.at("fixtures").items()) {
+    const std::string name = item.key();  // not a structured binding: clang 14 cannot capture one
+    const auto& e = item.value();
     CAPTURE(name);
     const auto& want = e.at("ckpt");
     std::string error;
