@@ -33,7 +33,7 @@ int run_diff(const DiffCliOptions& o) {
   const DiffResult r = diff_checkpoints(*a, *b, d);
   const std::string out = o.json ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
   std::fwrite(out.data(), 1, out.size(), stdout);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   delete a;
   delete b;
 #endif

@@ -170,7 +170,7 @@ int run_load(const LoadOptions& o) {
   const std::string out = o.json ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   tensors.clear();
   module.reset();
   delete arch;

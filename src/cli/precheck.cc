@@ -110,7 +110,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
     // Freed by exit, as in summary.cc (sanitizer builds free it, so LeakSanitizer stays meaningful).
     std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_checkpoint(o.file, o.resolve()));
     const Checkpoint* ck = owned.get();
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
     (void)owned.release();
 #endif
     std::vector<const Tensor*> list;

@@ -124,7 +124,7 @@ int run_summary(const SummaryOptions& o) {
                                          f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
                                          f.completed.size(), f.error));
   }
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   delete arch;
   delete owned;  // sanitizer builds free everything, so that LeakSanitizer reports real leaks only
 #endif
