@@ -1316,6 +1316,7 @@ def gen_benign(out, tag):
     scripted = torch.jit.script(_scripted_model())
     buf = io.BytesIO()
     torch.jit.save(scripted, buf)
+    os.remove(MODEL_PATH)  # scripted: the source is no longer needed
     with open(os.path.join(out, "torchscript.pt"), "wb") as f:
         f.write(buf.getvalue())
     facts["torchscript.pt"] = {"notes": "torch.jit.save of a scripted Linear+ReLU model (source in "
@@ -1342,8 +1343,11 @@ class Scripted(nn.Module):
 '''
 
 
+MODEL_PATH = "/tmp/ckpt_security_model.py"
+
+
 def _scripted_model():
-    path = "/tmp/ckpt_security_model.py"
+    path = MODEL_PATH
     with open(path, "w") as f:
         f.write(MODEL_SOURCE)
     import importlib.util
