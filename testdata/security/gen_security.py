@@ -946,7 +946,7 @@ def gen_families(c):
            "Runs under pickle.load(open(f)) and torch.load(f), not under pickle.loads(bytes).")
     attack("frame_lie_bytes_only.pkl", lambda m="posix", n="system": O.proto(4) + frame_lie_bytes_only(p_reduce(m, n))
            + O.NONE + O.STOP, "frame:lie", "The reverse: runs under pickle.loads(bytes) only; "
-           "pickle.load(f) and torch.load read the payload as bytes data.", intended="dormant", twin=None)
+           "pickle.load(f) and torch.load read the payload as bytes data.", intended="dormant")
     attack("concatenated_second.pkl", lambda m="posix", n="system": pickle.dumps({"a": 1}, protocol=2)
            + bare(p_reduce(m, n), 2), "container:concatenated",
            "Two pickles back to back, the payload in the second: pickle.load reads the first only, and "
@@ -1316,6 +1316,7 @@ def gen_benign(out, tag):
     scripted = torch.jit.script(_scripted_model())
     buf = io.BytesIO()
     torch.jit.save(scripted, buf)
+    os.remove(MODEL_PATH)  # scripted: the source is no longer needed
     with open(os.path.join(out, "torchscript.pt"), "wb") as f:
         f.write(buf.getvalue())
     facts["torchscript.pt"] = {"notes": "torch.jit.save of a scripted Linear+ReLU model (source in "
@@ -1342,8 +1343,11 @@ class Scripted(nn.Module):
 '''
 
 
+MODEL_PATH = "/tmp/ckpt_security_model.py"
+
+
 def _scripted_model():
-    path = "/tmp/ckpt_security_model.py"
+    path = MODEL_PATH
     with open(path, "w") as f:
         f.write(MODEL_SOURCE)
     import importlib.util
@@ -1720,6 +1724,8 @@ def main():
                 with open(src, "wb") as f:
                     f.write(twin)
             loaders = ["torch.load"] + (["pickle.load"] if not _is_zip(src) else [])
+            if c.entries[rel]["family"] == "frame:lie" and not rel.startswith("gen/legacy"):
+                loaders.append("pickle.loads")  # from bytes: where the lie makes the difference
             for loader in loaders:
                 jobs.append({"id": "%s|%s" % (rel, loader), "file": src, "loader": loader, "ext": ext,
                              "envs": twin_envs})
@@ -1744,10 +1750,12 @@ def main():
         if rel in c.twins:
             runs = collections.OrderedDict()
             for env in envs:
-                for loader in ("torch.load", "pickle.load"):
+                for loader in ("torch.load", "pickle.load", "pickle.loads"):
                     r = twin_res[env.tag].get("%s|%s" % (rel, loader))
                     if r is not None:
                         runs["%s %s" % (loader, env.tag)] = r["ran"]
+                        if loader == "pickle.loads":  # not an oracle loader: checked below
+                            continue
                         called_here = out["loaders"]["%s %s" % (loader, env.tag)]["calls"]
                         missing_here = [ev for ev in results[rel][env.tag][loader]["events"]
                                         if ev["event"] == "missing"]
@@ -1762,6 +1770,12 @@ def main():
                     c.twins[rel][1][1], c.twins[rel][1][2], c.twins[rel][1][0])
             out["twin_runs"] = runs
             out["twin_proved"] = any(runs.values())
+            if e["family"] == "frame:lie":  # the lie: file readers and bytes readers disagree
+                from_bytes = [v for k, v in runs.items() if k.startswith("pickle.loads ")]
+                from_file = [v for k, v in runs.items() if not k.startswith("pickle.loads ")]
+                want_bytes = "bytes_only" in rel
+                if (from_bytes and set(from_bytes) != {want_bytes}) or (want_bytes and any(from_file)):
+                    raise SystemExit("%s: the FRAME lie does not behave as built: %s" % (rel, json.dumps(runs)))
             if out["verdict"] == "malicious" and not out["twin_proved"]:
                 raise SystemExit("%s: malicious but its twin never ran: %s" % (rel, json.dumps(runs)))
         expected[rel] = out

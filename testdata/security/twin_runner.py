@@ -3,10 +3,11 @@
 
     python3 twin_runner.py JOBS.json OUT.json      (run by gen_security.py, never by a test)
 
-JOBS.json is a list of {"id", "file", "loader": "torch.load"|"pickle.load", "ext": [code, module, name]|null,
-"path": [dir to put on sys.path]}. Each job runs in a forked child, in a fresh temporary working
+JOBS.json is a list of {"id", "file", "loader": "torch.load"|"pickle.load"|"pickle.loads", "ext": [code,
+module, name]|null, "path": [dir to put on sys.path]}. Each job runs in a forked child, in a fresh temporary working
 directory, with CKPT_SENTINEL naming a file in it: `torch.load(file, weights_only=False,
-map_location="cpu")` or `pickle.load(open(file, "rb"))`, the real loaders, nothing stubbed. The
+map_location="cpu")`, `pickle.load(open(file, "rb"))`, or `pickle.loads` of the bytes (of a zip's
+data.pkl: how a scanner reading records into memory parses them), the real loaders, nothing stubbed. The
 twins only create the sentinel (`$CKPT_SENTINEL`, or `ckpt-sentinel` in the working directory for
 payloads that take a fixed path). OUT.json: {id: {"ran": bool, "error": str|null}}.
 """
@@ -47,6 +48,14 @@ def main():
                 signal.alarm(TIME_LIMIT)
                 if job["loader"] == "torch.load":
                     torch.load(job["file"], weights_only=False, map_location="cpu")
+                elif job["loader"] == "pickle.loads":  # from bytes: a zip's data.pkl, or the file
+                    with open(job["file"], "rb") as f:
+                        data = f.read()
+                    if data[:4] == b"PK\x03\x04":
+                        import zipfile
+                        z = zipfile.ZipFile(job["file"])
+                        data = z.read([n for n in z.namelist() if n.endswith("/data.pkl")][0])
+                    pickle.loads(data)
                 else:
                     with open(job["file"], "rb") as f:
                         pickle.load(f)
