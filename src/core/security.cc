@@ -10,7 +10,6 @@
 #include "core/reader.h"
 #include "core/safetensors.h"
 #include "core/tar.h"
-#include "core/torch_pickle.h"
 #include "core/zip.h"
 
 namespace ckpt {
