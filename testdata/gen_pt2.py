@@ -30,7 +30,14 @@ import sys
 import time as _time
 import zipfile
 
-import torch
+# A cold, fixed inductor cache: a warm one appends compile commands to the packaged .cpp.
+_CACHE = "/tmp/ckpt-gen-pt2-inductor"
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE
+import shutil as _shutil  # noqa: E402
+
+_shutil.rmtree(_CACHE, ignore_errors=True)
+
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.export import Dim, export
@@ -517,7 +524,8 @@ def case_aoti(out):
     ep = export(m, args)
     path = os.path.join(out, "aoti_small.pt2")
     try:
-        torch._inductor.aoti_compile_and_package(ep, package_path=path)
+        with pinned_zip_clock():
+            torch._inductor.aoti_compile_and_package(ep, package_path=path)
     except Exception as e:  # noqa: BLE001
         return f"aoti: aoti_compile_and_package failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
     mem = layout(path)
@@ -540,7 +548,7 @@ def case_aoti(out):
     if not kept:
         os.remove(path)
         truth["file_committed"] = False
-    truth["sha256"] = None
+    truth["sha256"] = hashlib.sha256(open(path, "rb").read()).hexdigest() if kept else None
     with open(os.path.join(out, "aoti_small.expected.json"), "w") as f:
         json.dump(truth, f, indent=1)
         f.write("\n")
