@@ -220,11 +220,12 @@ class Scanner {
   // as torch.load reads bytes that are no zip). A member found only by its signature whose bytes do
   // not parse as a pickle naming a global is raw tensor data: it leaves no trace in the scan.
   void member(std::string_view name, const ByteView& content, const std::string& where, int depth) {
-    if (++nested_ > kMaxNested) {
+    // The archive's own members cost bytes of the file each; members of nested archives are counted.
+    if (depth > 0 && ++nested_ > kMaxNested) {
       if (nested_ == kMaxNested + 1)
         scan_.problems.push_back({ScanProblem::Kind::NotScanned, where, where,
-                                  fmt::format("the file holds more than {} nested archives and pickles; neither this "
-                                              "member nor the ones after it were scanned",
+                                  fmt::format("the file's members hold more than {} nested archives and pickles; "
+                                              "neither this one nor the ones after it were scanned",
                                               kMaxNested)});
       return;
     }
