@@ -213,14 +213,26 @@ def bound(v):
 
 
 def flops(ep, args):
-    mod = ep.module()
-    counter = FlopCounterMode(display=False)
-    with counter, torch.no_grad():
-        mod(*args)
+    """FlopCounterMode over ep.module() (the total) and over torch.export.unflatten(ep), whose module
+    hierarchy gives the per-module split: path ("" = root) -> {op: flops}, ops as
+    "torch.ops.aten.mm" (FlopCounterMode counts per overload packet)."""
+
+    def count(mod):
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            mod(*args)
+        return counter
+
+    total = count(ep.module()).get_total_flops()
+    un = count(torch.export.unflatten(ep))
+    assert un.get_total_flops() == total, (un.get_total_flops(), total)
     per = {}
-    for mname, ops in sorted(counter.get_flop_counts().items()):
-        per[mname] = {op_name(k): int(v) for k, v in sorted(ops.items(), key=lambda kv: str(kv[0]))}
-    return {"total": int(counter.get_total_flops()), "per_module": per}
+    for mname, ops in un.get_flop_counts().items():
+        if mname == "Global":
+            continue
+        path = mname.split(".", 1)[1] if "." in mname else ""
+        per[path] = {"torch.ops." + str(k): int(v) for k, v in sorted(ops.items(), key=lambda kv: str(kv[0]))}
+    return {"total": int(total), "per_module": dict(sorted(per.items()))}
 
 
 def model_truth(ep, args, json_doc):
