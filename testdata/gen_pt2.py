@@ -514,14 +514,16 @@ def case_pickled(out):
 
 def artifact_kind(name):
     base = os.path.basename(name)
+    if base.endswith((".json", ".txt", ".ld")):  # metadata, compile/link flags, linker scripts
+        return "other"
     if base.endswith(".so"):
         return ".so"
-    if base.endswith((".cpp", ".h", ".c", ".cc")) or base == "CMakeLists.txt":
+    if base.endswith((".cpp", ".c", ".cc", ".cxx", ".cu")):
         return ".cpp"
     if base.endswith((".cubin", ".hsaco", ".spv", ".ptx", ".fatbin")) or "kernel" in base:
         return "kernel"
     if base.endswith(".o"):  # an ELF object; AOTI ships its weights as one (*.weights.o)
-        return "weights" if ".weights." in base else "kernel"
+        return "weights" if ".weights." in base else "object"
     if base.endswith((".bin", ".blob")) or "/data/weights/" in name or "/data/constants/" in name:
         return "weights"
     return "other"
@@ -573,7 +575,7 @@ def aoti_package(out, name, configs, note):
         "notes": note,
         "members": mem,
         "aoti_artifacts": arts,
-        "native_code": [a["path"] for a in arts if a["kind"] in (".so", ".cpp", "kernel") or a["path"].endswith(".o")],
+        "native_code": [a["path"] for a in arts if a["kind"] in (".so", ".cpp", "kernel", "object") or a["path"].endswith(".o")],
     }
     if not kept:
         os.remove(path)

@@ -154,3 +154,22 @@ TEST_CASE("pt2 check: the scan of a truncated or corrupted .pt2 ends cleanly") {
     }
   }
 }
+
+TEST_CASE("pt2 check: native-code names exactly the native artifacts torch packaged") {
+  size_t packages = 0;
+  for (const char* set : {"t26", "t214"}) {
+    for (const std::string& name : fixtures(set)) {
+      if (name.rfind("aoti_", 0) != 0) continue;
+      CAPTURE(name);
+      ++packages;
+      const auto dir = test::testdata() / "pt2" / set;
+      const json truth = test::read_json(dir / (name.substr(0, name.size() - 4) + ".expected.json"));
+      std::set<std::string> want;
+      for (const auto& p : truth["native_code"]) want.insert(p.get<std::string>());
+      std::set<std::string> got;
+      for (const NativeCode& n : scan_pickles(*MappedFile::open((dir / name).string()), Limits{}).native) got.insert(n.member);
+      CHECK(got == want);
+    }
+  }
+  CHECK(packages >= 3);
+}
