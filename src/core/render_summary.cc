@@ -251,6 +251,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   foot(human_count(T.non_trainable), "Non-trainable params");
   foot(human_count(T.parameters), "Total params");
   foot(human_count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
+  if (T.attributes) foot(human_count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
   foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
   foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
@@ -296,6 +297,7 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
                      count(T.non_trainable), count(T.parameters));
   out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "",
                      count(T.buffers));
+  if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
   out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
                      static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
@@ -362,6 +364,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                   {"trainable", T.trainable},
                   {"non_trainable", T.non_trainable},
                   {"buffers", T.buffers},
+                  {"attributes", T.attributes},
                   {"parameter_bytes", T.parameter_bytes},
                   {"uninitialized", T.uninitialized},
                   {"meta", T.meta},
