@@ -26,7 +26,10 @@ Seeded; PYTHONHASHSEED=0. Only the qnnpack engine exists in Debian's torch build
 - "frozen": the model went through torch.jit.freeze (optimize_for_mobile freezes), by construction.
 - "constants": {tensors, elements, bytes}: unique tensors (by storage and view) among the constants of
   every method's graph of the loaded module (prim::Constant nodes, tensors inside ScriptObjects through
-  __getstate__), or null when the archive has no constants.pkl.
+  __getstate__), or null when the archive has no constants.pkl.  For that count constants.pkl and
+  bytecode.pkl are unpickled by Python's pickle with torch's rebuild functions (torch.classes / __torch__
+  objects as stubs keeping their state); the constants the loaded graphs use (prim::Constant nodes,
+  ScriptObjects through __getstate__) are checked to be no more.
 State dicts ("state_dict": true): "tensors" is named_parameters() / named_buffers() of the module.
 """
 import io
@@ -184,6 +187,86 @@ def graph_constants(m):
     return out
 
 
+class _Stub:
+    """A __torch__ / torch.classes object: keeps what BUILD gives it."""
+    def __init__(self, *args):
+        self.args = args
+        self.state = None
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+def pickled_constant_tensors(path):
+    """Tensors of constants.pkl and bytecode.pkl, unpickled by Python's pickle with torch's own rebuild
+    functions and storages read from constants/ (bytecode/ in old archives); unique views."""
+    import pickle
+    with zipfile.ZipFile(path) as z:
+        prefix = z.namelist()[0].split("/", 1)[0]
+        storages, key_of = {}, {}
+
+        class U(pickle.Unpickler):
+            def find_class(self, mod, name):
+                if mod.startswith("__torch__"):
+                    return type(name, (_Stub,), {})
+                fn = super().find_class(mod, name)
+                if mod == "torch._utils" and name in ("_rebuild_tensor_v2", "_rebuild_qtensor"):
+                    def rebuild(storage, offset, size, stride, *rest):
+                        t = fn(storage, offset, size, stride, *rest)
+                        t._view = (key_of[id(storage)], offset, tuple(size), tuple(stride), str(t.dtype))
+                        return t
+                    return rebuild
+                return fn
+
+            def persistent_load(self, pid):
+                typename, storage_type, key, location, numel = pid
+                if key not in storages:
+                    for d in ("constants", "bytecode"):
+                        n = "%s/%s/%s" % (prefix, d, key)
+                        if n in z.namelist():
+                            data = z.read(n)
+                            break
+                    untyped = getattr(torch, "UntypedStorage", None) or torch._UntypedStorage
+                    typed = getattr(torch.storage, "TypedStorage", None) or torch.storage._TypedStorage
+                    st = typed(wrap_storage=untyped.from_buffer(data, dtype=torch.uint8), dtype=storage_type.dtype)
+                    assert st.size() >= numel
+                    storages[key] = st
+                    key_of[id(st)] = key
+                return storages[key]
+
+        found = []
+
+        def walk(v, seen):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            if isinstance(v, torch.Tensor):
+                found.append(v)
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    walk(x, seen)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x, seen)
+            elif isinstance(v, _Stub):
+                walk(getattr(v, "args", ()), seen)
+                walk(getattr(v, "state", None), seen)
+
+        seen = set()
+        for member in ("constants.pkl", "bytecode.pkl"):
+            n = "%s/%s" % (prefix, member)
+            if n in z.namelist():
+                walk(U(io.BytesIO(z.read(n))).load(), seen)
+    out, keys = [], set()
+    for t in found:
+        k = t._view  # (storage key, offset, size, stride, dtype)
+        if k in keys:
+            continue
+        keys.add(k)
+        out.append(t)
+    return out
+
+
 def archive_storages(path):
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
@@ -218,7 +301,10 @@ def write_ts(name, fname, frozen):
     nst, sbytes, has_consts = archive_storages(path)
     consts = None
     if has_consts:
-        cts = graph_constants(m)
+        # every tensor constant the loaded graphs use is among the pickled ones
+        gcs = graph_constants(m)
+        cts = pickled_constant_tensors(path)
+        assert len(cts) >= len(gcs), (len(cts), len(gcs))
         consts = {"tensors": len(cts), "elements": sum(t.numel() for t in cts),
                   "bytes": sum(t.numel() * t.element_size() for t in cts)}
     e = {"fixture": fname, "torch": torch.__version__, "tensors": tensors,
@@ -304,6 +390,11 @@ class QatNet(nn.Module):
         return self.dequant(self.bn(self.fc(self.quant(x))))
 
 
+# (name, file, frozen): pytorch/android-demo-app ViT4MNIST/mnist_vit.py quantizes (dynamic, Linear),
+# traces and calls optimize_for_mobile, which freezes.
+PUBLIC = [("public_vit4mnist", "public_vit4mnist.ptl", True)]
+
+
 def conv_net():
     return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)).eval()
 
@@ -345,6 +436,10 @@ def main():
     # tensor attributes outside __buffers__
     torch.jit.save(torch.jit.script(WithAttr()), os.path.join(OUT, "tensor_attr.pt"))
     write_ts("tensor_attr", "tensor_attr.pt", False)
+    # public archives kept beside the fixtures (sources in testdata/README.md); the truth from torch here
+    for name, fname, frozen in PUBLIC:
+        if os.path.exists(os.path.join(OUT, fname)):
+            write_ts(name, fname, frozen)
     # state dicts: parametrizations and old-style hooks
     from torch.nn.utils import parametrizations as P
     sn = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3), nn.Linear(3, 2))
