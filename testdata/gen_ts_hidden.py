@@ -252,11 +252,12 @@ def pickled_constant_tensors(path):
                 walk(getattr(v, "args", ()), seen)
                 walk(getattr(v, "state", None), seen)
 
-        seen = set()
+        seen, roots = set(), []  # roots stay alive: seen holds id()s
         for member in ("constants.pkl", "bytecode.pkl"):
             n = "%s/%s" % (prefix, member)
             if n in z.namelist():
-                walk(U(io.BytesIO(z.read(n))).load(), seen)
+                roots.append(U(io.BytesIO(z.read(n))).load())
+                walk(roots[-1], seen)
     out, keys = [], set()
     for t in found:
         k = t._view  # (storage key, offset, size, stride, dtype)

@@ -364,8 +364,10 @@ class TsReader {
         hidden(p[k + 1], join_path(name, key), depth + 1, pkl);
       }
     } else if (v->kind == PKind::Object) {
-      // torch.jit's list / dict builders (build_intlist, build_tensorlist, ...) hold their items as args
-      if (v->args() && v->qualified().substr(0, 16) == "torch.jit._pickle") hidden(v->args(), name, depth, pkl);
+      // torch.jit._pickle.build_tensorlist([...]), restore_type_tag(value, "List[...]") and the like
+      // stand for their first argument
+      const Value* a = v->args();
+      if (a && !a->items.empty() && v->qualified().rfind("torch.jit._pickle.", 0) == 0) hidden(a->items[0], name, depth + 1, pkl);
       if (const Value* st = v->state()) hidden(st, name, depth + 1, pkl);
     }
   }
