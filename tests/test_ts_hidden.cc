@@ -10,6 +10,7 @@
 #include "core/render_summary.h"
 #include "core/summary.h"
 #include "core/torchscript.h"
+#include "core/zip.h"
 #include "fixtures.h"
 
 using nlohmann::json;
@@ -117,5 +118,35 @@ TEST_CASE("ts hidden: __getstate__ element names come from the method's code") {
   for (const char* ret : {"return (", "return ()", "return x", "return ((,)", "return (self.)"}) {
     c.methods[0].body = {{1, ret}};
     CHECK(getstate_names(c, 1).size() == 1);
+  }
+}
+
+TEST_CASE("ts hidden: flipped bytes in data.pkl, constants.pkl and bytecode.pkl give a clean error or a result") {
+  for (const char* name : {"qdynamic.pt", "qstatic.pt", "mobile_opt.ptl", "tensor_attr.pt"}) {
+    CAPTURE(name);
+    std::string bytes = test::read_file(test::testdata() / "tshidden" / name);
+    std::vector<std::pair<size_t, size_t>> regions;  // the stored pickles, by file offset
+    {
+      auto f = MappedFile::from_memory(bytes, name);
+      ZipReader z(f->view(), Limits{});
+      for (const ZipEntry& e : z.entries()) {
+        const std::string_view n = e.name;
+        if (n.size() < 4 || n.substr(n.size() - 4) != ".pkl" || n.find("/code/") != std::string_view::npos || e.method != 0)
+          continue;
+        ByteView v = z.stored(e);
+        regions.emplace_back(static_cast<size_t>(v.data() - f->view().data()), v.size());
+      }
+    }
+    CHECK(regions.size() >= 2);
+    for (const auto& [start, size] : regions)
+      for (size_t pos = start; pos < start + size; ++pos) {
+        bytes[pos] = static_cast<char>(bytes[pos] ^ 0xA5);
+        try {
+          Checkpoint ck = read_checkpoint(MappedFile::from_memory(bytes, name));
+          Summary s = summarize(ck);
+          (void)nlohmann::json::parse(summary_json_text(s));
+        } catch (const InputError& e) { CHECK(e.render().find('\n') == std::string::npos); }
+        bytes[pos] = static_cast<char>(bytes[pos] ^ 0xA5);
+      }
   }
 }
