@@ -99,6 +99,9 @@ std::string header_lines(const Summary& s, bool markdown) {
   size_t storages = 0;
   for (const Storage& st : ck.storages) storages += st.in_model;
   content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
+  // TorchScript constants (frozen weights, .ptl op contexts) are the archive's weights too
+  if (const auto& cs = ck.torchscript.constants; ck.format == Format::TorchScript && cs && cs->tensors > 0)
+    content += fmt::format(", {} constant tensors in {} storages", cs->tensors, ck.storages.size() - storages);
   line("Content", content);
   if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
