@@ -459,7 +459,8 @@ class TsReader {
     if (!e) return;
     std::string inflated;
     ByteView pkl = zip_.content(*e, &inflated, lim_.inflate_bytes);
-    Unpickled u = unpickle(pkl, 0, *ck_.heap, lim_);
+    Heap heap;  // its values view `inflated`, and nothing outlives this call
+    Unpickled u = unpickle(pkl, 0, heap, lim_);
     const size_t before = ck_.storages.size();
     {
       TorchInterpreter interp(ck_, pkl, lim_, constant_locator(pkl));
