@@ -64,6 +64,14 @@ TEST_CASE("ts hidden: every tensor, its kind and quantization equal torch's") {
       if (et.contains("q_scale")) {
         CHECK(t.q_scale == et["q_scale"].get<double>());
         CHECK(t.q_zero_point == et["q_zero_point"].get<int64_t>());
+        bool listed = false;
+        for (const auto& jt : a["tensors"])
+          if (jt["name"] == name) {
+            listed = true;
+            CHECK(jt["q_scale"].get<double>() == et["q_scale"].get<double>());
+            CHECK(jt["q_zero_point"] == et["q_zero_point"]);
+          }
+        CHECK(listed);
       }
     }
     if (e.value("state_dict", false)) {

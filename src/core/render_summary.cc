@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -480,6 +481,8 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     if (!t.qscheme.empty()) {
       out += ", \"qscheme\": ";
       put_string(out, t.qscheme);
+      if (t.qscheme == "per_tensor_affine" && std::isfinite(t.q_scale))
+        fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.q_scale, t.q_zero_point);
     }
     if (!t.subclass.empty()) {
       out += ", \"subclass\": ";
