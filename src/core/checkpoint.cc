@@ -15,7 +15,9 @@ const char* to_string(TensorState s) {
   }
   return "?";
 }
-const char* to_string(TensorKind k) { return k == TensorKind::Parameter ? "parameter" : "buffer"; }
+const char* to_string(TensorKind k) {
+  return k == TensorKind::Parameter ? "parameter" : k == TensorKind::Buffer ? "buffer" : "attribute";
+}
 const char* to_string(Severity s) {
   switch (s) {
     case Severity::Info: return "info";

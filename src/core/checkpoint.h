@@ -21,7 +21,9 @@
 namespace ckpt {
 
 enum class TensorState : uint8_t { Materialized, Uninitialized, Meta };
-enum class TensorKind : uint8_t { Parameter, Buffer };
+// Attribute: a TorchScript tensor that is neither (an attribute outside __parameters__ / __buffers__, or
+// one inside a torch.classes object or a __getstate__ state, such as quantized packed weights).
+enum class TensorKind : uint8_t { Parameter, Buffer, Attribute };
 enum class Severity : uint8_t { Info, Warning, Error };
 
 // What the file is, as summary's JSON `format` names it. None: nothing read yet.

@@ -1,8 +1,10 @@
 #include "core/keys.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
+#include <string_view>
 #include <utility>
 
 namespace ckpt {
@@ -81,6 +83,61 @@ KeyMatch match_keys(const std::vector<const Tensor*>& file, const std::vector<co
     else m.suggested_add_prefix = best.prefix;
   }
   return m;
+}
+
+namespace {
+
+// Names that are buffers in every torch.nn module that has them (and in common model zoos).
+bool buffer_name(std::string_view leaf) {
+  static constexpr std::array<std::string_view, 10> kNames{
+      "running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
+      "inv_freq",     "masked_bias", "_float_tensor",       "causal_mask",  "attention_mask"};
+  return std::find(kNames.begin(), kNames.end(), leaf) != kNames.end();
+}
+
+// Buffers a torch.nn module registers under names that say nothing alone, told by their place in the
+// key: spectral_norm's power-iteration vectors (old-style hook: <w>_u / <w>_v beside <w>_orig, where
+// weight_norm's <w>_v beside <w>_g is a parameter; parametrization: parametrizations.<w>.<k>._u / ._v),
+// orthogonal's parametrizations.<w>.<k>.base, and every tensor of a torch.ao.quantization observer or
+// fake-quantizer (activation_post_process*, weight_fake_quant: scale, zero_point, min_val, eps, ...);
+// torch.nn.utils.prune's <w>_mask beside <w>_orig.
+bool positional_buffer(std::string_view name, const std::unordered_set<std::string_view>& names) {
+  std::vector<std::string_view> seg;
+  for (size_t start = 0;;) {
+    const size_t dot = name.find('.', start);
+    seg.push_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  const std::string_view leaf = seg.back();
+  for (size_t k = 0; k + 1 < seg.size(); ++k) {
+    const std::string_view s = seg[k];
+    if (s == "weight_fake_quant" || s.substr(0, 23) == "activation_post_process") return true;
+  }
+  const size_t n = seg.size();
+  if (n >= 4 && seg[n - 4] == "parametrizations" && !seg[n - 2].empty() &&
+      std::all_of(seg[n - 2].begin(), seg[n - 2].end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return leaf == "_u" || leaf == "_v" || leaf == "base";
+  // beside <w>_orig: spectral_norm's <w>_u / <w>_v, torch.nn.utils.prune's <w>_mask
+  for (std::string_view suffix : {std::string_view("_u"), std::string_view("_v"), std::string_view("_mask")})
+    if (leaf.size() > suffix.size() && leaf.substr(leaf.size() - suffix.size()) == suffix)
+      return names.count(std::string(name.substr(0, name.size() - suffix.size())) + "_orig") > 0;
+  return false;
+}
+
+}  // namespace
+
+void infer_kinds(std::vector<Tensor>& tensors) {
+  std::unordered_set<std::string_view> names;
+  for (const Tensor& t : tensors) names.insert(t.name);
+  for (Tensor& t : tensors) {
+    if (!t.kind_inferred) continue;
+    std::string_view leaf = t.name;
+    if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
+    const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool ||
+                                      t.dtype->cls == DTypeClass::Bits);
+    t.kind = buffer_name(leaf) || int_like || positional_buffer(t.name, names) ? TensorKind::Buffer : TensorKind::Parameter;
+  }
 }
 
 }  // namespace ckpt

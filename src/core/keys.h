@@ -1,6 +1,7 @@
 // Matching one set of tensor keys against another: the prefix that best explains renamed keys (shared by
 // `ckpt diff` and `ckpt load --model`), --strip-prefix / --add-prefix renaming, and the key check that
-// load_state_dict(strict=True) makes (missing, unexpected, shape or dtype mismatched).
+// load_state_dict(strict=True) makes (missing, unexpected, shape or dtype mismatched), and the
+// parameter / buffer split of state dicts that only have names.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,12 @@
 #include "core/checkpoint.h"
 
 namespace ckpt {
+
+// State dicts that do not say which entries are buffers: a well-known buffer name (running_mean, ...),
+// a torch.nn buffer told by its place in the key (spectral_norm's _u / _v, parametrizations, quantization
+// observers) or an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in
+// README).
+void infer_kinds(std::vector<Tensor>& tensors);
 
 // The prefix that best explains renamed keys: stripping it from keys of `from` (Strip) or adding it to
 // them (Add) pairs `paired` of them with keys of `to`. Candidates are the leading dotted components, up to

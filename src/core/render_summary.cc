@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -99,6 +100,9 @@ std::string header_lines(const Summary& s, bool markdown) {
   size_t storages = 0;
   for (const Storage& st : ck.storages) storages += st.in_model;
   content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
+  // TorchScript constants (frozen weights, .ptl op contexts) are the archive's weights too
+  if (const auto& cs = ck.torchscript.constants; ck.format == Format::TorchScript && cs && cs->tensors > 0)
+    content += fmt::format(", {} constant tensors in {} storages", cs->tensors, ck.storages.size() - storages);
   line("Content", content);
   if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
@@ -251,6 +255,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   foot(human_count(T.non_trainable), "Non-trainable params");
   foot(human_count(T.parameters), "Total params");
   foot(human_count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
+  if (T.attributes) foot(human_count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
   foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
   foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
@@ -296,6 +301,7 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
                      count(T.non_trainable), count(T.parameters));
   out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "",
                      count(T.buffers));
+  if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
   out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
                      static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
@@ -362,6 +368,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                   {"trainable", T.trainable},
                   {"non_trainable", T.non_trainable},
                   {"buffers", T.buffers},
+                  {"attributes", T.attributes},
                   {"parameter_bytes", T.parameter_bytes},
                   {"uninitialized", T.uninitialized},
                   {"meta", T.meta},
@@ -474,6 +481,8 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     if (!t.qscheme.empty()) {
       out += ", \"qscheme\": ";
       put_string(out, t.qscheme);
+      if (t.qscheme == "per_tensor_affine" && std::isfinite(t.q_scale))
+        fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.q_scale, t.q_zero_point);
     }
     if (!t.subclass.empty()) {
       out += ", \"subclass\": ";

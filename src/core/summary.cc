@@ -68,6 +68,8 @@ Summary summarize(const Checkpoint& ck) {
     T.bytes += t.bytes;
     if (t.kind == TensorKind::Buffer) {
       T.buffers += n;
+    } else if (t.kind == TensorKind::Attribute) {
+      T.attributes += n;
     } else {
       T.parameters += n;
       T.parameter_bytes += t.bytes;
@@ -137,7 +139,7 @@ Summary summarize(const Checkpoint& ck) {
       const uint64_t n = static_cast<uint64_t>(t.numel);
       row.bytes += t.bytes;
       if (t.kind == TensorKind::Buffer) row.buffers += n;
-      else {
+      else if (t.kind == TensorKind::Parameter) {
         row.parameters += n;
         if (t.is_parameter_object ? t.requires_grad : true) row.trainable += n;
       }

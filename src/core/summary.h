@@ -24,6 +24,7 @@ struct Totals {
   uint64_t trainable = 0;
   uint64_t non_trainable = 0;
   uint64_t buffers = 0;  // unique buffer elements
+  uint64_t attributes = 0;  // unique elements of TensorKind::Attribute tensors (neither of the above)
   uint64_t parameter_bytes = 0;  // unique parameter bytes (Lightning's "model params size")
   uint64_t uninitialized = 0;  // entries
   uint64_t meta = 0;  // entries

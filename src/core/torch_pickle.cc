@@ -157,14 +157,6 @@ namespace {
 
 constexpr std::string_view kUtils = "torch._utils.";
 
-// Names that are buffers in every torch.nn module that has them (and in common model zoos).
-bool buffer_name(std::string_view leaf) {
-  static constexpr std::array<std::string_view, 10> kNames{
-      "running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
-      "inv_freq",     "masked_bias", "_float_tensor",       "causal_mask",  "attention_mask"};
-  return std::find(kNames.begin(), kNames.end(), leaf) != kNames.end();
-}
-
 }  // namespace
 
 TorchInterpreter::TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageLocator locate)
@@ -750,17 +742,6 @@ void TorchInterpreter::interpret(const Value* root) {
     collect(root, "", 0);
   }
   if (ck_.modules.empty()) infer_kinds(ck_.tensors);
-}
-
-void infer_kinds(std::vector<Tensor>& tensors) {
-  for (Tensor& t : tensors) {
-    if (!t.kind_inferred) continue;
-    std::string_view leaf = t.name;
-    if (auto dot = leaf.rfind('.'); dot != std::string_view::npos) leaf.remove_prefix(dot + 1);
-    const bool int_like = t.dtype && (t.dtype->cls == DTypeClass::Int || t.dtype->cls == DTypeClass::Bool ||
-                                      t.dtype->cls == DTypeClass::Bits);
-    t.kind = buffer_name(leaf) || int_like ? TensorKind::Buffer : TensorKind::Parameter;
-  }
 }
 
 }  // namespace ckpt

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/checkpoint.h"
+#include "core/keys.h"  // infer_kinds
 #include "core/zip.h"
 
 namespace ckpt {
@@ -71,10 +72,6 @@ class TorchInterpreter {
   std::unordered_set<const Value*> on_path_;
   int rebuild_depth_ = 0;  // tensor rebuilds inside tensor rebuilds (parameters, subclasses, sparse parts)
 };
-
-// State dicts that do not say which entries are buffers: a well-known buffer name (running_mean, ...) or
-// an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in README).
-void infer_kinds(std::vector<Tensor>& tensors);
 
 // Python's int(text, base) for base 0 or 10 (as the C unpickler parses INT / LONG text and as int()
 // parses a string): surrounding whitespace, a sign, for base 0 the 0x / 0o / 0b prefixes and no leading

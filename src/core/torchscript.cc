@@ -58,7 +58,65 @@ std::string short_type(std::string_view qualified) {
   return s;
 }
 
+// Splits "a, (b, c), d" at its top-level commas.
+std::vector<std::string_view> top_level_items(std::string_view s) {
+  std::vector<std::string_view> out;
+  int nest = 0;
+  size_t start = 0;
+  for (size_t k = 0; k <= s.size(); ++k) {
+    const char c = k < s.size() ? s[k] : ',';
+    if (c == '(' || c == '[' || c == '{') ++nest;
+    else if (c == ')' || c == ']' || c == '}') --nest;
+    else if (c == ',' && nest == 0) {
+      std::string_view item = s.substr(start, k - start);
+      while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+      while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+      if (!item.empty()) out.push_back(item);
+      start = k + 1;
+    }
+  }
+  return out;
+}
+
+bool is_identifier(std::string_view s) {
+  return !s.empty() && !std::isdigit(static_cast<unsigned char>(s[0])) && std::all_of(s.begin(), s.end(), is_ident_char);
+}
+
 }  // namespace
+
+std::vector<std::string> getstate_names(const TsClass& cls, size_t n) {
+  std::vector<std::string> out(n);
+  for (size_t k = 0; k < n; ++k) out[k] = std::to_string(k);
+  const TsMethod* getstate = nullptr;
+  for (const TsMethod& m : cls.methods)
+    if (m.name == "__getstate__") getstate = &m;
+  if (!getstate) return out;
+  // `local = self.name` reads, the first `local = (...)` tuple of each local, and the last return.
+  std::unordered_map<std::string_view, std::string_view> reads, tuples;
+  std::string_view ret;
+  for (const auto& [line, text] : getstate->body) {
+    std::string_view t = text;
+    if (t.substr(0, 7) == "return ") {
+      ret = t.substr(7);
+      continue;
+    }
+    const size_t eq = t.find(" = ");
+    if (eq == std::string_view::npos || !is_identifier(t.substr(0, eq))) continue;
+    const std::string_view lhs = t.substr(0, eq), rhs = t.substr(eq + 3);
+    if (rhs.substr(0, 5) == "self." && is_identifier(rhs.substr(5))) reads[lhs] = rhs.substr(5);
+    else if (rhs.size() >= 2 && rhs.front() == '(' && rhs.back() == ')') tuples.emplace(lhs, rhs);
+  }
+  if (auto it = tuples.find(ret); it != tuples.end()) ret = it->second;
+  if (ret.size() < 2 || ret.front() != '(' || ret.back() != ')') return out;
+  const std::vector<std::string_view> items = top_level_items(ret.substr(1, ret.size() - 2));
+  if (items.size() != n) return out;
+  for (size_t k = 0; k < n; ++k) {
+    std::string_view e = items[k];
+    if (e.substr(0, 5) == "self." && is_identifier(e.substr(5))) out[k] = std::string(e.substr(5));
+    else if (is_identifier(e)) out[k] = std::string(reads.count(e) ? reads[e] : e);
+  }
+  return out;
+}
 
 std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source) {
   std::vector<TsClass> classes;
@@ -201,6 +259,7 @@ class TsReader {
     const Value* st = obj->state();
     if (st && st->kind == PKind::Dict)
       if (const Value* tr = st->get("training"); tr && tr->kind == PKind::Bool) m.training = tr->b;
+    if (depth == 0) root_has_training_ = m.training.has_value();
     // The same module object at a second path: listed (its entries too, as state_dict() would), and
     // marked so that module counts take it once. A module that contains itself stops here.
     auto seen = first_path_.find(obj);
@@ -214,8 +273,23 @@ class TsReader {
       const Value* v;
       ~Leave() { s.erase(v); }
     } leave{on_path_, obj};
-    if (!st || st->kind != PKind::Dict) return;  // __getstate__ classes: opaque state
+    if (!st) return;
     const TsClass* cls = class_of(obj);
+    if (st->kind != PKind::Dict) {
+      // __getstate__ classes (quantized Conv2d, ...): the state is what that method returned, named
+      // from its code; `training` among it is the module's mode.
+      if (st->kind != PKind::Tuple) {
+        hidden(st, join_path(path, "0"), depth + 1, pkl);
+        return;
+      }
+      const std::vector<std::string> names = getstate_names(cls ? *cls : TsClass{}, st->items.size());
+      for (size_t k = 0; k < st->items.size(); ++k) {
+        const Value* v = st->items[k];
+        if (names[k] == "training" && v->kind == PKind::Bool) ck_.modules[index].training = v->b;
+        else member(index, path, names[k], v, depth, pkl);
+      }
+      return;
+    }
     auto has = [](const std::vector<std::string>& v, std::string_view k) { return std::find(v.begin(), v.end(), k) != v.end(); };
     const auto& p = st->items;
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
@@ -223,22 +297,120 @@ class TsReader {
       const std::string key(p[k]->s);
       const Value* v = p[k + 1];
       if (interp_->is_tensor(v)) {
-        if (ck_.tensors.size() >= lim_.tensors) pkl.fail(v->offset, fmt::format("more than {} tensors", lim_.tensors));
-        Tensor t = interp_->tensor(v, join_path(path, key));
-        const bool param = cls ? has(cls->parameters, key) : t.requires_grad;
-        t.kind = param ? TensorKind::Parameter : TensorKind::Buffer;
-        t.is_parameter_object = param;
-        t.kind_inferred = cls == nullptr;
-        ck_.tensors.push_back(std::move(t));
-      } else if (is_module_object(v)) {
-        walk(v, join_path(path, key), depth + 1, pkl);
+        // Declared classes say which tensors are parameters or buffers; any other is an attribute
+        // (named_buffers() leaves it out). Without a declaration requires_grad is the best guess.
+        const bool param = cls ? has(cls->parameters, key) : interp_->tensor(v, key).requires_grad;
+        const TensorKind kind = param                            ? TensorKind::Parameter
+                                : !cls || has(cls->buffers, key) ? TensorKind::Buffer
+                                                                 : TensorKind::Attribute;
+        add_tensor(v, join_path(path, key), kind, cls == nullptr, pkl);
       } else if (key != "training" && key != "_is_full_backward_hook") {
-        ck_.modules[index].attributes[key] = plain_json(v, nullptr, 8, 1000);
+        member(index, path, key, v, depth, pkl);
       }
     }
   }
 
-  // constants.pkl: a tuple of constants; tensors there are weights frozen into the code.
+  // One non-tensor attribute of the module at ck_.modules[index]: a submodule, or a value whose tensors
+  // (in containers, torch.classes objects) are attributes; its plain value is listed unless it is a module.
+  void member(size_t index, const std::string& path, const std::string& key, const Value* v, int depth, const ByteView& pkl) {
+    if (is_module_object(v)) {
+      walk(v, join_path(path, key), depth + 1, pkl);
+      return;
+    }
+    if (interp_->is_tensor(v)) {
+      add_tensor(v, join_path(path, key), TensorKind::Attribute, false, pkl);
+      return;
+    }
+    ck_.modules[index].attributes[key] = plain_json(v, nullptr, 8, 1000);
+    hidden(v, join_path(path, key), depth + 1, pkl);
+  }
+
+  void add_tensor(const Value* v, const std::string& name, TensorKind kind, bool inferred, const ByteView& pkl) {
+    if (ck_.tensors.size() >= lim_.tensors) pkl.fail(v->offset, fmt::format("more than {} tensors", lim_.tensors));
+    Tensor t = interp_->tensor(v, name);
+    t.kind = kind;
+    t.is_parameter_object = kind == TensorKind::Parameter;
+    t.kind_inferred = inferred;
+    ck_.tensors.push_back(std::move(t));
+  }
+
+  // Tensors inside a value that is no module attribute of its own: containers by index (dicts by key)
+  // and objects (torch.classes.quantized.LinearPackedParamsBase, xnnpack contexts, ...) through their
+  // state. Modules found inside are walked as modules.
+  void hidden(const Value* v, const std::string& name, int depth, const ByteView& pkl) {
+    if (depth > static_cast<int>(lim_.pickle_depth)) pkl.fail(v->offset, "attributes nest deeper than the limit");
+    if (interp_->is_tensor(v)) {
+      add_tensor(v, name, TensorKind::Attribute, false, pkl);
+      return;
+    }
+    if (is_module_object(v)) {
+      walk(v, name, depth, pkl);
+      return;
+    }
+    if (!on_path_.insert(v).second) return;
+    struct Leave {
+      std::unordered_set<const Value*>& s;
+      const Value* v;
+      ~Leave() { s.erase(v); }
+    } leave{on_path_, v};
+    if (v->kind == PKind::Tuple || v->kind == PKind::List) {
+      for (size_t k = 0; k < v->items.size(); ++k) hidden(v->items[k], join_path(name, std::to_string(k)), depth + 1, pkl);
+    } else if (v->kind == PKind::Dict) {
+      const auto& p = v->items;
+      for (size_t k = 0; k + 1 < p.size(); k += 2) {
+        const std::string key = p[k]->is_str()   ? std::string(p[k]->s)
+                                : p[k]->is_int() ? std::to_string(p[k]->i)
+                                                 : std::to_string(k / 2);
+        hidden(p[k + 1], join_path(name, key), depth + 1, pkl);
+      }
+    } else if (v->kind == PKind::Object) {
+      // torch.jit._pickle.build_tensorlist([...]), restore_type_tag(value, "List[...]") and the like
+      // stand for their first argument
+      const Value* a = v->args();
+      if (a && !a->items.empty() && v->qualified().rfind("torch.jit._pickle.", 0) == 0) hidden(a->items[0], name, depth + 1, pkl);
+      if (const Value* st = v->state()) hidden(st, name, depth + 1, pkl);
+    }
+  }
+
+  // Tensors of a constants.pkl / bytecode.pkl value (a tensor, or one inside an op context such as
+  // xnnpack's), each distinct view once.
+  void constant_tensors(TorchInterpreter& interp, const Value* v, const std::string& name, int depth, const ByteView& pkl,
+                        TsConstants& cs, std::unordered_set<const Value*>& visited) {
+    if (depth > static_cast<int>(lim_.pickle_depth)) pkl.fail(v->offset, "constants nest deeper than the limit");
+    if (!visited.insert(v).second) return;
+    if (interp.is_tensor(v)) {
+      Tensor t = interp.tensor(v, name);
+      std::string key = t.storage + "|" + std::to_string(t.offset) + "|" + (t.dtype ? std::string(t.dtype->name) : "?");
+      for (int64_t x : t.shape) key += "," + std::to_string(x);
+      key += "|";
+      for (int64_t x : t.stride) key += "," + std::to_string(x);
+      if (t.storage.empty()) key = fmt::format("@{}", static_cast<const void*>(v));
+      if (!constant_views_.insert(key).second) return;
+      ++cs.tensors;
+      cs.elements += static_cast<uint64_t>(t.numel);
+      cs.bytes += t.bytes;
+      return;
+    }
+    for (const Value* c : v->items) constant_tensors(interp, c, name, depth + 1, pkl, cs, visited);
+    if (v->kind == PKind::Object) {
+      if (v->args()) constant_tensors(interp, v->args(), name, depth + 1, pkl, cs, visited);
+      if (v->state()) constant_tensors(interp, v->state(), name, depth + 1, pkl, cs, visited);
+      for (const Value* c : v->pairs()) constant_tensors(interp, c, name, depth + 1, pkl, cs, visited);
+    }
+  }
+
+  // Storages under constants/ (or bytecode/ in archives from before the two shared one folder).
+  StorageLocator constant_locator(const ByteView& pkl) {
+    StorageLocator in_constants = zip_storage_locator(zip_, pre_ + "constants/", pkl);
+    StorageLocator in_bytecode = zip_storage_locator(zip_, pre_ + "bytecode/", pkl);
+    return [this, in_constants, in_bytecode](Storage& s, const Value* at) {
+      if (!zip_.find(pre_ + "constants/" + s.key) && zip_.find(pre_ + "bytecode/" + s.key)) in_bytecode(s, at);
+      else in_constants(s, at);
+    };
+  }
+
+  // constants.pkl: a tuple of constants; tensors there (and in op contexts) are weights frozen into the
+  // code. bytecode.pkl (lite interpreter) holds the methods' constants again, sharing their storages.
   void constants() {
     const ZipEntry* e = zip_.find(pre_ + "constants.pkl");
     if (!e) return;
@@ -246,10 +418,11 @@ class TsReader {
     Unpickled u = unpickle(pkl, 0, *ck_.heap, lim_);
     for (auto& g : u.globals) ck_.globals.push_back(std::move(g));
     // Constants are not model entries; their storages still count in the file.
-    TorchInterpreter interp(ck_, pkl, lim_, zip_storage_locator(zip_, pre_ + "constants/", pkl));
+    TorchInterpreter interp(ck_, pkl, lim_, constant_locator(pkl));
     interp.set_in_model(false);
     TsConstants cs;
     cs.count = u.root->items.size();
+    std::unordered_set<const Value*> visited;
     if (u.root->kind == PKind::Tuple || u.root->kind == PKind::List) {
       for (size_t k = 0; k < u.root->items.size(); ++k) {
         const Value* c = u.root->items[k];
@@ -257,13 +430,12 @@ class TsReader {
         item.name = fmt::format("c{}", k);  // code/ refers to it as CONSTANTS.c<k>
         if (!interp.is_tensor(c)) {
           item.value = plain_json(c, nullptr, 4, 1000);
+          constant_tensors(interp, c, item.name, 1, pkl, cs, visited);
           cs.items.push_back(std::move(item));
           continue;
         }
         Tensor t = interp.tensor(c, item.name);
-        ++cs.tensors;
-        cs.elements += static_cast<uint64_t>(t.numel);
-        cs.bytes += t.bytes;
+        constant_tensors(interp, c, item.name, 1, pkl, cs, visited);
         item.is_tensor = true;
         item.dtype = t.dtype ? std::string(t.dtype->name) : "?";
         item.shape = t.shape;
@@ -271,13 +443,38 @@ class TsReader {
         cs.items.push_back(std::move(item));
       }
     }
+    bytecode(cs);
     const uint64_t tensors = cs.tensors, elements = cs.elements, bytes = cs.bytes;
     ck_.torchscript.constants = std::move(cs);
-    uint64_t model_params = 0;
-    for (const Tensor& t : ck_.tensors) model_params += t.kind == TensorKind::Parameter;
-    const bool frozen = tensors > 0 && model_params == 0;
+    // torch.jit.freeze (optimize_for_mobile too) folds the parameters into constants and leaves the
+    // root without its `training` attribute, which every unfrozen module keeps; tensor constants of
+    // an ordinary trace (torch.tensor(2.0)) leave it in place.
+    const bool frozen = tensors > 0 && !root_has_training_;
     ck_.torchscript.frozen = frozen;
     if (frozen) ck_.frozen.push_back({tensors, elements, bytes});
+  }
+
+  void bytecode(TsConstants& cs) {
+    const ZipEntry* e = zip_.find(pre_ + "bytecode.pkl");
+    if (!e) return;
+    std::string inflated;
+    ByteView pkl = zip_.content(*e, &inflated, lim_.inflate_bytes);
+    Heap heap;  // its values view `inflated`, and nothing outlives this call
+    Unpickled u = unpickle(pkl, 0, heap, lim_);
+    const size_t before = ck_.storages.size();
+    {
+      TorchInterpreter interp(ck_, pkl, lim_, constant_locator(pkl));
+      interp.set_in_model(false);
+      std::unordered_set<const Value*> visited;
+      constant_tensors(interp, u.root, "bytecode", 0, pkl, cs, visited);
+    }
+    // The same constants/ records as constants.pkl's: each storage counts once in the file.
+    std::unordered_set<std::string_view> members;
+    for (size_t k = 0; k < before; ++k) members.insert(ck_.storages[k].member);
+    size_t out = before;
+    for (size_t k = before; k < ck_.storages.size(); ++k)
+      if (members.insert(ck_.storages[k].member).second) ck_.storages[out++] = std::move(ck_.storages[k]);
+    ck_.storages.resize(out);
   }
 
   // Every compiled method of the root, whether forward reaches it, and whether it is an entry point
@@ -327,6 +524,8 @@ class TsReader {
   std::unordered_map<const Value*, std::string> first_path_;
   std::unordered_set<const Value*> on_path_;
   TorchInterpreter* interp_ = nullptr;
+  bool root_has_training_ = true;
+  std::unordered_set<std::string> constant_views_;  // constants.pkl / bytecode.pkl tensors counted
 };
 
 }  // namespace

@@ -13,6 +13,11 @@
 //         input: Tensor) -> Tensor:
 //         _0 = (self)._conv_forward(input, weight, bias, )
 //
+// Tensors that are neither parameters nor buffers (tensor attributes outside __parameters__ /
+// __buffers__, tensors inside torch.classes objects such as quantized packed params and xnnpack
+// contexts, tensors of a __getstate__ state) are listed as TensorKind::Attribute; tensors of
+// constants.pkl and bytecode.pkl (lite-interpreter archives) count in the archive's constants.
+//
 // Archives from any torch version summarize, including ones whose operators LibTorch 1.13 lacks.
 #pragma once
 
@@ -29,6 +34,11 @@ namespace ckpt {
 // Parses the class declarations of one code/ file. `module` is the file's qualified module
 // ("__torch__.torch.nn.modules.conv" for code/__torch__/torch/nn/modules/conv.py).
 std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source);
+
+// A class with __getstate__ pickles what it returns instead of its attribute dict. The names of the n
+// elements of that tuple, read from the method's code: `self.x` (or a local read from it) is "x", any
+// other local keeps its name ("w" of `w, b, = (self)._weight_bias()`), anything else its index.
+std::vector<std::string> getstate_names(const TsClass& cls, size_t n);
 
 // Fills ck (tensors, modules, frozen constants, ck.torchscript: methods, constants, extra files) from an archive
 // whose data.pkl has already been located. Called by the zip reader when constants.pkl is present.
