@@ -3,7 +3,8 @@
 with torch 1.13, and testdata/t26/load_expected.json, written by the same generator with torch 2.6 for
 the t26/ fixtures and the DCP directories): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf
 counts on CPU; the same tensors on meta without a byte read; key matching against a TorchScript --model;
-empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks.
+empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks; the weights of
+torch.export archives (testdata/pt2/*/load_expected.json, from testdata/gen_pt2_load.py).
 
 With a ckpt linked against LibTorch 1.x, the torch 2.6 loads may differ in two known ways, both accepted
 (and nothing else): a tensor whose dtype is in dtypes_new_in_torch2 is "skipped" with a reason containing
@@ -48,6 +49,12 @@ def run(t):
         new_dtypes = set(exp26["dtypes_new_in_torch2"])
         t26_files = {c["file"] for c in exp26["loads"]}
         loads += exp26["loads"]
+    # torch.export archives (.pt2): values from testdata/gen_pt2_load.py under the torch that wrote each folder.
+    pt2_dir = os.path.join(td, "pt2")
+    for tag in sorted(os.listdir(pt2_dir)) if os.path.isdir(pt2_dir) else []:
+        p = os.path.join(pt2_dir, tag, "load_expected.json")
+        if os.path.exists(p):
+            loads += json.load(open(p))["loads"]
     major = libtorch_major(t) if t26_files else None
     accepted = {"skipped": 0, "refused": 0}
 
@@ -184,6 +191,10 @@ def run(t):
         rc, rep, err = load_json(t, os.path.join(td, "formats", name))
         t.check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
                 f"{name}: zero-copy: rc {rc} {rep and rep['totals']}")
+    for name in ("t214/convbn.pt2", "t214/multi.pt2", "t26/convbn.pt2"):  # raw weight members / torch 2.6's nested blob
+        rc, rep, err = load_json(t, os.path.join(td, "pt2", name))
+        t.check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
+                f"pt2/{name}: zero-copy: rc {rc} {rep and rep['totals']} {err.strip()}")
     for name in ("dcp", "dcp_2rank"):
         want = json.load(open(os.path.join(td, "formats", name + ".expected.json")))["totals"]
         rc, rep, err = load_json(t, os.path.join(td, "formats", name))
