@@ -308,14 +308,18 @@ void order_modules(Checkpoint& ck) {
   }
 }
 
+// As testdata/gen_pt2.py names them: ".so", ".cpp" (also .h), "kernel", "weights", "other".
 const char* artifact_kind(std::string_view p) {
-  auto ends = [&](std::string_view s) { return p.size() >= s.size() && p.compare(p.size() - s.size(), s.size(), s) == 0; };
-  if (ends(".so") || ends(".dll") || ends(".dylib") || ends(".o")) return "shared_library";
-  if (ends(".cpp") || ends(".h") || ends(".cu") || ends(".hpp")) return "cpp";
-  if (ends(".cubin") || ends(".hsaco") || ends(".spv") || ends(".ptx") || ends(".fatbin") || ends(".zebin")) return "kernel";
-  if (ends(".json")) return "json";
-  if (ends(".wrapper_so") || ends(".kernel_so")) return "shared_library";
-  if (p.find("weights") != std::string_view::npos || ends(".bin") || ends(".wt") || ends(".blob")) return "weights";
+  const std::string_view base = p.substr(p.rfind('/') + 1);
+  auto ends = [&](std::string_view s) { return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0; };
+  if (ends(".so")) return ".so";
+  if (ends(".cpp") || ends(".h")) return ".cpp";
+  if (ends(".cubin") || ends(".hsaco") || ends(".spv") || ends(".ptx") || ends(".fatbin") ||
+      base.find("kernel") != std::string_view::npos)
+    return "kernel";
+  if (ends(".bin") || ends(".blob") || p.find("/data/weights/") != std::string_view::npos ||
+      p.find("/data/constants/") != std::string_view::npos)
+    return "weights";
   return "other";
 }
 
@@ -505,21 +509,25 @@ void read_export_zip(Checkpoint& ck, const ZipReader& zip, const Limits& lim) {
 
 }  // namespace
 
-bool is_pt2_archive(const ZipReader& zip, std::string* prefix) {
+bool is_pt2_archive(const ZipReader& zip, Pt2Layout* layout) {
   if (zip.find("serialized_exported_program.json")) {
-    prefix->clear();
+    *layout = {true, ""};
+    return true;
+  }
+  if (zip.find("archive_format")) {  // torch 2.6's AOTInductor packages: the archive layout without a folder
+    *layout = {false, ""};
     return true;
   }
   if (zip.entries().empty()) return false;
   const std::string first(zip.entries().front().name);
   const auto slash = first.find('/');
-  if (slash == std::string::npos) return false;
-  if (!zip.find(first.substr(0, slash + 1) + "archive_format")) return false;
-  *prefix = first.substr(0, slash);
+  if (slash == std::string::npos || !zip.find(first.substr(0, slash + 1) + "archive_format")) return false;
+  *layout = {false, first.substr(0, slash)};
   return true;
 }
 
-void read_pt2(Checkpoint& ck, const ZipReader& zip, const std::string& prefix, const Limits& lim) {
+void read_pt2(Checkpoint& ck, const ZipReader& zip, const Pt2Layout& layout, const Limits& lim) {
+  const std::string& prefix = layout.prefix;
   ck.format = Format::Pt2;
   ck.container = Container::Zip;
   ck.content = Content::Module;
@@ -534,7 +542,7 @@ void read_pt2(Checkpoint& ck, const ZipReader& zip, const std::string& prefix, c
       if (std::string_view(rec) == "archive_format") ck.pt2.archive_format = v;
       if (std::string_view(rec) == "archive_version") ck.pt2.archive_version = v;
     }
-  if (prefix.empty()) read_export_zip(ck, zip, lim);
+  if (layout.export_zip) read_export_zip(ck, zip, lim);
   else read_archive(ck, zip, pre, lim);
   order_modules(ck);
 }

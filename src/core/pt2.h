@@ -28,10 +28,14 @@
 
 namespace ckpt {
 
-// Whether the zip is a .pt2 archive (either layout); `prefix` gets its root folder ("" for torch 2.6).
-bool is_pt2_archive(const ZipReader& zip, std::string* prefix);
+struct Pt2Layout {
+  bool export_zip = false;  // torch 2.6's serialized_exported_program.json layout
+  std::string prefix;  // the archive's root folder ("" when members sit at the top)
+};
+// Whether the zip is a .pt2 archive (either layout, with or without a root folder).
+bool is_pt2_archive(const ZipReader& zip, Pt2Layout* layout);
 // Reads it into `ck` (format pt2, container zip).
-void read_pt2(Checkpoint& ck, const ZipReader& zip, const std::string& prefix, const Limits& limits);
+void read_pt2(Checkpoint& ck, const ZipReader& zip, const Pt2Layout& layout, const Limits& limits);
 
 namespace pt2 {
 

@@ -117,6 +117,12 @@ uint64_t node_flops(const J& node, const std::string& target, Shapes& sh) {
   if (op == "scaled_dot_product_attention" || op == "_scaled_dot_product_flash_attention" ||
       op == "_scaled_dot_product_efficient_attention" || op == "_scaled_dot_product_cudnn_attention" ||
       op == "_scaled_dot_product_flash_attention_for_cpu") {
+    // torch.utils.flop_counter counts the CUDA kernels these dispatch to; on CPU they run as
+    // _scaled_dot_product_flash_attention_for_cpu, which it does not count (torch 2.6 - 2.14).
+    const J* q0 = inputs->empty() ? nullptr : child((*inputs)[0], "arg");
+    const J* qm = q0 ? sh.meta(tensor_name(*q0)) : nullptr;
+    const J* dev = qm ? child(*qm, "device") : nullptr;
+    if (!dev || str_of(child(*dev, "type")) == "cpu") return 0;
     const auto q = in(0), k = in(1), v = in(2);
     if (!q || !k || !v || q->size() < 2 || k->size() < 2 || v->size() < 2) return 0;
     const uint64_t batch = prod(*q, 0, q->size() - 2);
@@ -303,7 +309,8 @@ void read_graph(const Doc<J>& d, Pt2Model& m, std::vector<Module>* modules, cons
       size_t end = stack.find(';', start);
       if (end == std::string::npos) end = stack.size();
       const auto parts = split3(std::string_view(stack).substr(start, end - start));
-      if (parts.size() == 3) note(fqn_of(parts[1]), parts[2]);
+      // torch 2.6 marks nodes whose stack a metadata hook emptied with this pseudo entry: no module
+      if (parts.size() == 3 && parts[1] != "_empty_nn_module_stack_from_metadata_hook") note(fqn_of(parts[1]), parts[2]);
       start = end + 1;
     }
   }

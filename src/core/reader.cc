@@ -40,7 +40,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
   ZipReader zip(file, lim);
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
-  if (std::string root; is_pt2_archive(zip, &root)) return read_pt2(ck, zip, root, lim);
+  if (Pt2Layout l; is_pt2_archive(zip, &l)) return read_pt2(ck, zip, l, lim);
   const std::string first(zip.entries().front().name);
   const auto slash = first.find('/');
   if (slash == std::string::npos)
