@@ -57,12 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (data[k] == 0 && parts.size() < 3) parts.emplace_back();
     else parts.back() += static_cast<char>(data[k]);
   }
-  std::vector<std::pair<std::string, std::string>> members{
-      {"f/archive_format", "pt2"},
-      {"f/archive_version", "0"},
-      {"f/models/model.json", parts[0]},
-      {"f/data/weights/weight_0", std::string(256, '\1')},
-      {"f/data/constants/tensor_0", std::string(256, '\2')}};
+  std::vector<std::pair<std::string, std::string>> members{{"f/archive_format", "pt2"},
+                                                           {"f/archive_version", "0"},
+                                                           {"f/models/model.json", parts[0]},
+                                                           {"f/data/weights/weight_0", std::string(256, '\1')},
+                                                           {"f/data/constants/tensor_0", std::string(256, '\2')}};
   if (parts.size() > 1) members.push_back({"f/data/weights/model_weights_config.json", parts[1]});
   if (parts.size() > 2) members.push_back({"f/data/constants/model_constants_config.json", parts[2]});
   auto f = ckpt::MappedFile::from_memory(stored_zip(members), "fuzz.pt2");

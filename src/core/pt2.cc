@@ -311,7 +311,9 @@ void order_modules(Checkpoint& ck) {
 // As testdata/gen_pt2.py names them: ".so", ".cpp" (also .h), "kernel", "weights", "other".
 const char* artifact_kind(std::string_view p) {
   const std::string_view base = p.substr(p.rfind('/') + 1);
-  auto ends = [&](std::string_view s) { return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0; };
+  auto ends = [&](std::string_view s) {
+    return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0;
+  };
   if (ends(".so")) return ".so";
   if (ends(".cpp") || ends(".h")) return ".cpp";
   if (ends(".cubin") || ends(".hsaco") || ends(".spv") || ends(".ptx") || ends(".fatbin") ||

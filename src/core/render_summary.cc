@@ -181,7 +181,7 @@ std::string pt2_sections(const Checkpoint& ck, bool markdown) {
   std::string out;
   auto line = [&](const char* key, const std::string& raw) {
     const std::string value = visible(raw);
-    out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<10}{}\n", std::string(key) + ":", value);
+    out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<11}{}\n", std::string(key) + ":", value);
   };
   auto spec_text = [](const Pt2Spec& p) {
     std::string t = p.name;
@@ -233,7 +233,7 @@ struct Table {
 
 Table module_table(const Summary& s, const RenderOptions& o) {
   const Checkpoint& ck = *s.ck;
-  const bool has_mode = !ck.modules.empty();
+  const bool has_mode = !ck.modules.empty() && ck.format != Format::Pt2;  // export graphs keep no `training`
   Table t;
   t.heads = {"Name", "Type", "Params", "Buffers", "dtype", "Size"};
   if (has_mode) t.heads.push_back("Mode");
@@ -314,7 +314,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
   if (T.meta) foot(std::to_string(T.meta), "Meta-device entries (no data)");
-  if (!ck.modules.empty()) {
+  if (!ck.modules.empty() && ck.format != Format::Pt2) {
     uint64_t train = 0, eval = 0;
     for (const Module& m : ck.modules)
       if (m.training) (*m.training ? train : eval) += 1;
