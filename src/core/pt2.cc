@@ -21,7 +21,77 @@ namespace {
 
 // Thrown by the parse callback (nlohmann's callback cannot fail the parse with a message of its own).
 struct ParseStop {
-  std::string msg;
+  std::string msg, pointer;
+};
+
+constexpr size_t kMaxDims = 1024;
+
+template <typename Json>
+struct Checker : nlohmann::json_sax<Json> {
+  using S = nlohmann::json_sax<Json>;
+  struct Frame {
+    bool array = false;
+    size_t index = 0;
+    std::string key;
+    std::set<std::string> keys;
+    bool dims = false;  // an array of sizes / strides
+  };
+  explicit Checker(uint64_t depth) : max_depth(depth) {}
+  uint64_t max_depth;
+  std::vector<Frame> frames;
+  std::string error;
+  size_t error_at = 0;
+
+  std::string pointer() const {
+    std::string p;
+    for (const Frame& f : frames) p += "/" + (f.array ? std::to_string(f.index) : f.key);
+    return p;
+  }
+  bool item() {
+    if (!frames.empty() && frames.back().array) {
+      Frame& f = frames.back();
+      if (f.dims && f.index >= kMaxDims) {
+        frames.pop_back();
+        throw ParseStop{fmt::format("more than {} dimensions", kMaxDims), pointer()};
+      }
+      ++f.index;
+    }
+    return true;
+  }
+  bool open(bool array) {
+    if (frames.size() >= max_depth) throw ParseStop{fmt::format("nesting deeper than {}", max_depth), pointer()};
+    const bool dims = !frames.empty() && !frames.back().array && (frames.back().key == "sizes" || frames.back().key == "strides");
+    frames.emplace_back();
+    frames.back().array = array;
+    frames.back().dims = array && dims;
+    return true;
+  }
+  bool close() {
+    frames.pop_back();
+    return item();
+  }
+  bool null() override { return item(); }
+  bool boolean(bool) override { return item(); }
+  bool number_integer(typename S::number_integer_t) override { return item(); }
+  bool number_unsigned(typename S::number_unsigned_t) override { return item(); }
+  bool number_float(typename S::number_float_t, const typename S::string_t&) override { return item(); }
+  bool string(typename S::string_t&) override { return item(); }
+  bool binary(typename S::binary_t&) override { return item(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool key(typename S::string_t& k) override {
+    Frame& f = frames.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) throw ParseStop{fmt::format("key '{}' appears twice in one object", k), pointer()};
+    return true;
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& ex) override {
+    error_at = pos;
+    error = ex.what();
+    return false;
+  }
 };
 
 }  // namespace
@@ -31,31 +101,21 @@ Doc<Json> parse_doc(const ZipReader& zip, const ZipEntry& e, const std::string& 
   Doc<Json> d;
   d.file = file;
   d.member = std::string(e.name);
-  if (e.method != 0) zip.file().fail(e.central_offset, fmt::format("{} is compressed; .pt2 archives store members", d.member));
-  const ByteView v = zip.stored(e);
+  // torch reads members through miniz, so a deflated JSON member is read too (bounded by inflate-bytes)
+  std::string inflated;
+  const ByteView v = zip.content(e, &inflated, std::min(lim.inflate_bytes, lim.pickle_bytes));
   if (v.size() > lim.pickle_bytes)
     v.fail(0, fmt::format("JSON member of {} bytes exceeds the limit of {} (--limit pickle-bytes)", v.size(), lim.pickle_bytes));
-  // Bounded nesting, and no key twice in one object (Python's json keeps the last silently; a name given
-  // twice is either a broken writer or a file made to show one thing and load another).
-  std::vector<std::set<std::string>> keys;
-  const uint64_t max_depth = std::min<uint64_t>(lim.pickle_depth, 10000);
-  auto cb = [&](int depth, typename Json::parse_event_t ev, Json& parsed) {
-    using E = typename Json::parse_event_t;
-    if (static_cast<uint64_t>(depth) > max_depth) throw ParseStop{fmt::format("nesting deeper than {}", max_depth)};
-    if (ev == E::object_start) keys.emplace_back();
-    else if (ev == E::object_end && !keys.empty()) keys.pop_back();
-    else if (ev == E::key && !keys.empty() && !keys.back().insert(parsed.template get<std::string>()).second)
-      throw ParseStop{fmt::format("key '{}' appears twice in one object", parsed.template get<std::string>())};
-    return true;
-  };
+  // A SAX pass first (linear; nlohmann's callback parser is not on long arrays): bounded nesting, no key
+  // twice in one object (Python's json keeps the last silently; a name given twice is a broken writer or
+  // a file made to show one thing and load another), at most kMaxDims sizes / strides, and where it
+  // stopped as a JSON pointer. Then the DOM.
+  Checker<Json> check(std::min<uint64_t>(lim.pickle_depth, 10000));
   try {
-    d.j = Json::parse(v.data(), v.data() + v.size(), cb);
-  } catch (const ParseStop& s) {
-    throw InputError(file, d.member, fmt::format("JSON: {}", s.msg));
-  } catch (const typename Json::parse_error& err) {
-    // nlohmann counts the byte it stopped at from 1
-    v.fail(err.byte > 0 ? err.byte - 1 : 0, fmt::format("broken JSON: {}", err.what()));
-  }
+    if (!Json::sax_parse(v.data(), v.data() + v.size(), &check))
+      v.fail(check.error_at > 0 ? check.error_at - 1 : 0, "broken JSON: " + check.error);
+  } catch (const ParseStop& s) { d.fail(s.pointer, s.msg); }
+  d.j = Json::parse(v.data(), v.data() + v.size());
   return d;
 }
 template Doc<nlohmann::json> parse_doc(const ZipReader&, const ZipEntry&, const std::string&, const Limits&);
@@ -135,8 +195,6 @@ namespace {
 using Doc = pt2::Doc<nlohmann::ordered_json>;
 using J = nlohmann::ordered_json;
 
-constexpr size_t kMaxDims = 1024;
-
 // A PayloadMeta's tensor_meta (or a graph TensorMeta) with static sizes, as a Tensor.
 Tensor tensor_of(const Doc& d, const J& m, const std::string& ptr, const std::string& name) {
   if (!m.is_object()) d.fail(ptr, "tensor_meta is not an object");
@@ -150,7 +208,7 @@ Tensor tensor_of(const Doc& d, const J& m, const std::string& ptr, const std::st
     std::vector<int64_t> out;
     const auto a = m.find(key);
     if (a == m.end() || !a->is_array()) d.fail(ptr + "/" + key, "not an array");
-    if (a->size() > kMaxDims) d.fail(ptr + "/" + key, fmt::format("{} dimensions (at most {})", a->size(), kMaxDims));
+    if (a->size() > pt2::kMaxDims) d.fail(ptr + "/" + key, fmt::format("{} dimensions (at most {})", a->size(), pt2::kMaxDims));
     for (size_t k = 0; k < a->size(); ++k) {
       const J& x = (*a)[k];
       const auto i = x.is_object() ? x.find("as_int") : x.end();
@@ -166,9 +224,9 @@ Tensor tensor_of(const Doc& d, const J& m, const std::string& ptr, const std::st
   if (t.stride.size() != t.shape.size())
     d.fail(ptr + "/strides", fmt::format("{} strides for {} sizes", t.stride.size(), t.shape.size()));
   uint64_t numel = 1;
-  for (int64_t s : t.shape)
-    if (mul_overflows(numel, static_cast<uint64_t>(s), &numel) || numel > (1ull << 58))
-      d.fail(ptr + "/sizes", "element count overflows");
+  for (size_t k = 0; k < t.shape.size(); ++k)
+    if (mul_overflows(numel, static_cast<uint64_t>(t.shape[k]), &numel) || numel > (1ull << 58))
+      d.fail(fmt::format("{}/sizes/{}", ptr, k), fmt::format("size {} makes the element count overflow", t.shape[k]));
   t.numel = static_cast<int64_t>(numel);
   t.bytes = dtype_bytes(*t.dtype, numel);
   if (auto o = m.find("storage_offset"); o != m.end()) {
@@ -308,17 +366,19 @@ void order_modules(Checkpoint& ck) {
   }
 }
 
-// As testdata/gen_pt2.py names them: ".so", ".cpp" (also .h), "kernel", "weights", "other".
+// As testdata/gen_pt2.py names them: ".so", ".cpp" (C/C++ sources, headers, CMakeLists.txt), "kernel"
+// (GPU binaries, ELF objects), "weights" (AOTI's *.weights.o, .bin, .blob), "other".
 const char* artifact_kind(std::string_view p) {
   const std::string_view base = p.substr(p.rfind('/') + 1);
   auto ends = [&](std::string_view s) {
     return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0;
   };
   if (ends(".so")) return ".so";
-  if (ends(".cpp") || ends(".h")) return ".cpp";
+  if (ends(".cpp") || ends(".h") || ends(".c") || ends(".cc") || base == "CMakeLists.txt") return ".cpp";
   if (ends(".cubin") || ends(".hsaco") || ends(".spv") || ends(".ptx") || ends(".fatbin") ||
       base.find("kernel") != std::string_view::npos)
     return "kernel";
+  if (ends(".o")) return base.find(".weights.") != std::string_view::npos ? "weights" : "kernel";
   if (ends(".bin") || ends(".blob") || p.find("/data/weights/") != std::string_view::npos ||
       p.find("/data/constants/") != std::string_view::npos)
     return "weights";
@@ -327,8 +387,12 @@ const char* artifact_kind(std::string_view p) {
 
 void sample_inputs(Checkpoint& ck, const ZipReader& zip, const ZipEntry& e, Pt2Model& m, const Limits& lim) {
   m.sample_inputs = std::string(e.name);
-  Checkpoint part = read_blob(ck, zip, e, m.sample_inputs, lim);
-  for (const Tensor& t : part.tensors) m.sample_tensors.push_back({t.name, t.dtype ? std::string(t.dtype->name) : "?", t.shape});
+  // Only listed: an archive whose sample inputs ckpt cannot read still summarizes (check's scan reports them).
+  try {
+    Checkpoint part = read_blob(ck, zip, e, m.sample_inputs, lim);
+    for (const Tensor& t : part.tensors)
+      m.sample_tensors.push_back({t.name, t.dtype ? std::string(t.dtype->name) : "?", t.shape});
+  } catch (const InputError&) {}
 }
 
 // torch >= 2.7: models/<name>.json with its payload configs.
@@ -382,6 +446,8 @@ void read_archive(Checkpoint& ck, const ZipReader& zip, const std::string& pre, 
         if (flag(meta, "use_pickle")) {
           // A tensor subclass saved with torch.save: its storage is inside that blob.
           Checkpoint part = read_blob(ck, zip, *e, member, lim);
+          if (part.tensors.size() == 1) t.subclass = part.tensors[0].subclass;
+          // A wrapper subclass (TwoTensor, ...) has no storage of its own: summary only, no load.
           if (part.tensors.size() == 1 && !part.tensors[0].storage.empty()) {
             t.storage = part.tensors[0].storage;
             t.offset = part.tensors[0].offset;
@@ -416,8 +482,8 @@ void read_archive(Checkpoint& ck, const ZipReader& zip, const std::string& pre, 
                     add_overflows(extent, span, &extent);
           uint64_t need = 0;
           if (t.numel > 0 && (bad || mul_overflows(extent, t.dtype->itemsize, &need) || need > st.nbytes))
-            w.fail(ptr + "/tensor_meta", fmt::format("'{}' (offset {}, shape {}) needs more than the {} bytes of member {}",
-                                                     t.name, t.offset, fmt::join(t.shape, "x"), st.nbytes, member));
+            w.fail(ptr + "/tensor_meta/sizes", fmt::format("'{}' (offset {}, shape {}) needs more than the {} bytes of member {}",
+                                                           t.name, t.offset, fmt::join(t.shape, "x"), st.nbytes, member));
           add_storage(ck, std::move(s), storage_index);
         }
         tensors.push_back(std::move(t));
