@@ -143,7 +143,9 @@ namespace {
 
 // A size as the file has it: an int, or a symbol expression as text.
 J dim_json(const std::string& d) {
-  if (!d.empty() && d.find_first_not_of("-0123456789") == std::string::npos && d.size() < 19) return std::stoll(d);
+  const size_t digits = !d.empty() && d[0] == '-' ? 1 : 0;  // what symint_text writes for an int: [-]digits
+  if (d.size() > digits && d.size() < 19 && d.find_first_not_of("0123456789", digits) == std::string::npos)
+    return std::stoll(d);
   return d;
 }
 
