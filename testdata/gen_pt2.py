@@ -213,14 +213,26 @@ def bound(v):
 
 
 def flops(ep, args):
-    mod = ep.module()
-    counter = FlopCounterMode(display=False)
-    with counter, torch.no_grad():
-        mod(*args)
+    """FlopCounterMode over ep.module() (the total) and over torch.export.unflatten(ep), whose module
+    hierarchy gives the per-module split: path ("" = root) -> {op: flops}, ops as
+    "torch.ops.aten.mm" (FlopCounterMode counts per overload packet)."""
+
+    def count(mod):
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            mod(*args)
+        return counter
+
+    total = count(ep.module()).get_total_flops()
+    un = count(torch.export.unflatten(ep))
+    assert un.get_total_flops() == total, (un.get_total_flops(), total)
     per = {}
-    for mname, ops in sorted(counter.get_flop_counts().items()):
-        per[mname] = {op_name(k): int(v) for k, v in sorted(ops.items(), key=lambda kv: str(kv[0]))}
-    return {"total": int(counter.get_total_flops()), "per_module": per}
+    for mname, ops in un.get_flop_counts().items():
+        if mname == "Global":
+            continue
+        path = mname.split(".", 1)[1] if "." in mname else ""
+        per[path] = {"torch.ops." + str(k): int(v) for k, v in sorted(ops.items(), key=lambda kv: str(kv[0]))}
+    return {"total": int(total), "per_module": dict(sorted(per.items()))}
 
 
 def model_truth(ep, args, json_doc):
@@ -502,14 +514,16 @@ def case_pickled(out):
 
 def artifact_kind(name):
     base = os.path.basename(name)
+    if base.endswith((".json", ".txt", ".ld")):  # metadata, compile/link flags, linker scripts
+        return "other"
     if base.endswith(".so"):
         return ".so"
-    if base.endswith((".cpp", ".h", ".c", ".cc")) or base == "CMakeLists.txt":
+    if base.endswith((".cpp", ".c", ".cc", ".cxx", ".cu")):
         return ".cpp"
     if base.endswith((".cubin", ".hsaco", ".spv", ".ptx", ".fatbin")) or "kernel" in base:
         return "kernel"
     if base.endswith(".o"):  # an ELF object; AOTI ships its weights as one (*.weights.o)
-        return "weights" if ".weights." in base else "kernel"
+        return "weights" if ".weights." in base else "object"
     if base.endswith((".bin", ".blob")) or "/data/weights/" in name or "/data/constants/" in name:
         return "weights"
     return "other"
@@ -561,7 +575,7 @@ def aoti_package(out, name, configs, note):
         "notes": note,
         "members": mem,
         "aoti_artifacts": arts,
-        "native_code": [a["path"] for a in arts if a["kind"] in (".so", ".cpp", "kernel") or a["path"].endswith(".o")],
+        "native_code": [a["path"] for a in arts if a["kind"] in (".so", ".cpp", "kernel", "object") or a["path"].endswith(".o")],
     }
     if not kept:
         os.remove(path)

@@ -33,6 +33,7 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"dangerous-global", Severity::Error, "pickle globals the pickle calls, builds or changes that are not on the allowlist"},
       {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names"},
       {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end"},
+      {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)"},
       {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants"},
       {"tied-weights", Severity::Info, "entries sharing one tensor"},
       {"storage-views", Severity::Info, "storages viewed by several different entries"},
@@ -339,6 +340,12 @@ void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding
                                  p.member, p.detail),
                      "do not load this file; re-create it from a trusted source",
                      {p.where}});
+    else if (p.kind == ScanProblem::Kind::NotScanned)
+      out.push_back({"scan-incomplete",
+                     Severity::Warning,
+                     fmt::format("{} was not scanned: {}", p.member, p.detail),
+                     "treat the file as untrusted",
+                     {p.where}});
     else
       out.push_back({"scan-incomplete",
                      Severity::Warning,
@@ -347,6 +354,28 @@ void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding
                      "treat the file as untrusted",
                      {p.where}});
   }
+}
+
+// One finding for all the native code an export archive ships: loading an AOTInductor package
+// (torch._inductor.aoti_load_package) dlopens its .so, so the file runs code no scanner can judge.
+void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& out) {
+  if (native.empty()) return;
+  std::vector<std::string> kinds, where;
+  std::string kind_list;
+  for (const NativeCode& n : native) {
+    if (std::find(kinds.begin(), kinds.end(), n.kind) == kinds.end()) {
+      kind_list += (kinds.empty() ? "" : ", ") + n.kind;
+      kinds.push_back(n.kind);
+    }
+    where.push_back(n.member);
+  }
+  out.push_back({"native-code", Severity::Error,
+                 fmt::format("archive ships {} file(s) of native code ({}): loading it as an AOTInductor package runs "
+                             "that code, which ckpt cannot inspect",
+                             native.size(), kind_list),
+                 "load only packages you compiled yourself or whose source you trust; to share weights, ship the "
+                 "exported program (torch.export.save) or safetensors instead",
+                 where});
 }
 
 // findings() of a checkpoint that was read.
@@ -372,6 +401,7 @@ std::vector<Finding> scan_findings(const PickleScan& scan) {
   std::vector<Finding> out;
   g.emit(out);
   problem_rules(scan.problems, out);
+  native_rules(scan.native, out);
   return out;
 }
 

@@ -73,7 +73,11 @@ class Scanner {
   Scanner(const Limits& lim, const Checkpoint* read) : lim_(lim), read_(read) {}
 
   void file(const ByteView& v, const std::string& label, int depth) {
-    if (depth > 4) return;
+    if (depth > kMaxDepth) {
+      scan_.problems.push_back(
+          {ScanProblem::Kind::NotScanned, label, label, fmt::format("it is nested more than {} archives deep", kMaxDepth)});
+      return;
+    }
     if (looks_like_zip(v)) return zip(v, label, depth);
     if (looks_like_safetensors(v)) return;  // JSON and raw bytes: no pickle, nothing to import
     if (looks_like_tar(v) && tar(v, label, depth)) return;
@@ -128,28 +132,144 @@ class Scanner {
 
   void zip(const ByteView& v, const std::string& label, int depth) {
     ZipReader z(v, lim_);
+    // Inside an export archive every nested zip is looked into too: the scan stays on the safe side of
+    // what a loader of the package might read.
+    if (depth == 0 && is_export_archive(z)) export_ = true;
+    const bool pt2 = export_;
     for (const ZipEntry& e : z.entries()) {
       // Scanners that read local headers see another name than loaders that read the directory.
       const uint64_t h = e.local_header_offset;
       const uint16_t n = v.le<uint16_t>(h + 26);
+      const std::string where = prefixed(label, std::string(e.name));
       if (v.str(h + 30, n) != e.name) {
-        scan_.problems.push_back({ScanProblem::Kind::RenamedMember, prefixed(label, std::string(e.name)), std::string(e.name),
-                                  std::string(v.str(h + 30, n))});
+        scan_.problems.push_back({ScanProblem::Kind::RenamedMember, where, std::string(e.name), std::string(v.str(h + 30, n))});
       }
       std::string_view name = e.name;
-      if (name.size() < 4 || name.substr(name.size() - 4) != ".pkl") continue;
+      const bool pkl = ends_with(name, ".pkl");
+      if (pt2) native_code(name, where, v, h + 30 + n + v.le<uint16_t>(h + 28), e);
+      if (!pkl && !pt2) continue;
       // Read where the local header says the data is, whatever name it carries: that is what torch loads.
       const uint64_t data = h + 30 + n + v.le<uint16_t>(h + 28);
       ByteView raw = v.sub(data, e.compressed_size, "zip member data");
-      if (e.method == 0 && reused(raw, prefixed(label, std::string(e.name)))) continue;
+      if (pkl && e.method == 0 && reused(raw, where)) continue;
+      if (!pkl && !worth_a_look(name, raw, e)) continue;
       std::string storage;
       ByteView content = raw;
       if (e.method != 0) {
         ZipEntry copy = e;
-        content = z.content(copy, &storage, std::min(lim_.pickle_bytes, lim_.inflate_bytes));
+        if (pkl) {
+          content = z.content(copy, &storage, std::min(lim_.pickle_bytes, lim_.inflate_bytes));
+        } else {
+          // Members found by their name or kind are inflated within one budget for the whole file.
+          const uint64_t cap = std::min(lim_.inflate_bytes, inflate_left_);
+          try {
+            content = z.content(copy, &storage, cap);
+          } catch (const InputError& x) {
+            scan_.problems.push_back({ScanProblem::Kind::NotScanned, where, where,
+                                      fmt::format("it could not be inflated within the scan's budget: {}", x.what())});
+            continue;
+          }
+          inflate_left_ -= std::min<uint64_t>(inflate_left_, storage.size());
+        }
       }
-      pickle(content.as_member(std::string(e.name)), 0, prefixed(label, std::string(e.name)), depth);
+      content = content.as_member(std::string(e.name));
+      if (pkl) pickle(content, 0, where, depth);
+      else member(name, content, where, depth);
     }
+  }
+
+  // torch.export.save / package_pt2 (an `archive_format` record), torch 2.6's torch.export.save
+  // (`serialized_exported_program.json`), or an AOTInductor package. Only there are members other than
+  // *.pkl loaded as pickles (torch.load of nested blobs, pickle.loads of constants); a torch.save zip's
+  // data/ records are raw storages that may start with any byte.
+  static bool is_export_archive(const ZipReader& z) {
+    for (const ZipEntry& e : z.entries())
+      if (e.name == "archive_format" || ends_with(e.name, "/archive_format") || e.name == "serialized_exported_program.json")
+        return true;
+    return false;
+  }
+
+  static bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+  }
+
+  static std::string_view base_name(std::string_view name) {
+    const size_t slash = name.rfind('/');
+    return slash == std::string_view::npos ? name : name.substr(slash + 1);
+  }
+
+  // Members torch loads with torch.load or pickle.loads by their name: scanned whatever their bytes.
+  static bool pickle_named(std::string_view name) {
+    const std::string_view b = base_name(name);
+    for (std::string_view ext : {".pt", ".pth", ".pickle", ".pkl"})
+      if (ends_with(b, ext)) return true;
+    return b.rfind("custom_obj_", 0) == 0 || b.rfind("opaque_obj_", 0) == 0;
+  }
+
+  // Whether a member of an export archive may hold a pickle: by name, or (weights stored with
+  // use_pickle carry no extension) by a zip or protocol-2+ pickle signature. JSON, text records and
+  // native code are not looked into.
+  static bool worth_a_look(std::string_view name, const ByteView& raw, const ZipEntry& e) {
+    if (pickle_named(name)) return true;
+    if (e.method != 0) return !ends_with(name, ".json") && e.uncompressed_size > 0;  // unknown until inflated
+    if (raw.size() < 2) return false;
+    return looks_like_zip(raw) || (raw.u8(0) == 0x80 && raw.u8(1) >= 2 && raw.u8(1) <= 5);
+  }
+
+  // One member of an export archive: a nested torch.save zip or a pickle (a legacy torch.save stream,
+  // as torch.load reads bytes that are no zip). A member found only by its signature whose bytes do
+  // not parse as a pickle naming a global is raw tensor data: it leaves no trace in the scan.
+  void member(std::string_view name, const ByteView& content, const std::string& where, int depth) {
+    // The archive's own members cost bytes of the file each; members of nested archives are counted.
+    if (depth > 0 && ++nested_ > kMaxNested) {
+      if (nested_ == kMaxNested + 1)
+        scan_.problems.push_back({ScanProblem::Kind::NotScanned, where, where,
+                                  fmt::format("the file's members hold more than {} nested archives and pickles; "
+                                              "neither this one nor the ones after it were scanned",
+                                              kMaxNested)});
+      return;
+    }
+    const bool named = pickle_named(name);
+    const size_t pickles = scan_.pickles.size(), problems = scan_.problems.size();
+    if (looks_like_zip(content)) {
+      try {
+        file(content, where, depth + 1);
+      } catch (const InputError& e) {
+        scan_.problems.resize(problems);
+        scan_.problems.push_back(
+            {ScanProblem::Kind::NotScanned, where, where, fmt::format("it is a nested zip that does not parse: {}", e.what())});
+      }
+      return;
+    }
+    if (!named && (content.size() < 2 || content.u8(0) != 0x80)) return;
+    stream(content, where, depth + 1);
+    if (named) return;
+    const bool any = std::any_of(scan_.pickles.begin() + static_cast<std::ptrdiff_t>(pickles), scan_.pickles.end(),
+                                 [](const ScannedPickle& p) { return !p.globals.empty(); });
+    if (!any) {
+      scan_.pickles.resize(pickles);
+      scan_.problems.resize(problems);
+    }
+  }
+
+  // Native code shipped in an export archive, by extension or an ELF / Mach-O / PE signature.
+  void native_code(std::string_view name, const std::string& where, const ByteView& v, uint64_t data, const ZipEntry& e) {
+    const std::string_view b = base_name(name);
+    for (std::string_view ext : {".so", ".dll", ".dylib", ".o", ".a", ".cpp", ".cc", ".cxx", ".c", ".cu", ".cubin", ".fatbin",
+                                 ".ptx", ".hsaco", ".spv"}) {
+      if (ends_with(b, ext)) {
+        scan_.native.push_back({where, std::string(ext)});
+        return;
+      }
+    }
+    if (e.method != 0 || e.compressed_size < 4 || data > v.size() || v.size() - data < 4) return;
+    const std::string_view head = v.str(data, 4);
+    if (head ==
+        "\x7f"
+        "ELF")
+      scan_.native.push_back({where, "ELF"});
+    else if (head == "\xcf\xfa\xed\xfe" || head == "\xce\xfa\xed\xfe") scan_.native.push_back({where, "Mach-O"});
+    else if (head.substr(0, 2) == "MZ") scan_.native.push_back({where, "PE"});
   }
 
   // The reader already ran this stored pickle: take its globals, unless it nests a torch.save blob
@@ -217,8 +337,15 @@ class Scanner {
     }
   }
 
+  // A hostile archive nests zips in zips: depth and count are bounded, and what is left is reported.
+  static constexpr int kMaxDepth = 4;
+  static constexpr size_t kMaxNested = 256;
+
   const Limits& lim_;
   const Checkpoint* read_ = nullptr;
+  size_t nested_ = 0;
+  bool export_ = false;
+  uint64_t inflate_left_ = 4 * lim_.inflate_bytes;
   PKind root_kind_ = PKind::None;
   PickleScan scan_;
 };

@@ -43,19 +43,30 @@ struct ScannedPickle {
 
 // What kept the scan from reading a pickle the way a loader would.
 struct ScanProblem {
-  enum class Kind { RenamedMember, Malformed };
+  enum class Kind { RenamedMember, Malformed, NotScanned };
   Kind kind = Kind::Malformed;
-  std::string where;  // Malformed: "<member>+0x1a3"; RenamedMember: the member's name, label-prefixed
+  std::string where;  // Malformed: "<member>+0x1a3"; RenamedMember, NotScanned: the member's name, label-prefixed
   std::string member;  // Malformed: the pickle's member ("" = the file); RenamedMember: the central directory's name
-  std::string detail;  // Malformed: the parser's message; RenamedMember: the local header's name
+  std::string detail;  // Malformed: the parser's message; RenamedMember: the local header's name; NotScanned: why
+};
+
+// A member of a torch.export / AOTInductor archive that holds native code: loading the package
+// (torch._inductor.aoti_load_package) dlopens or builds it.
+struct NativeCode {
+  std::string member;  // label-prefixed member name
+  std::string kind;  // ".so", ".cpp", ".o", ".cubin", "ELF", ...
 };
 
 struct PickleScan {
   std::vector<ScannedPickle> pickles;  // in the order scanned
   std::vector<ScanProblem> problems;  // in the order met
+  std::vector<NativeCode> native;  // in archive order
 };
 
-// Scans every pickle of `file`. Throws InputError only when the container itself is broken. `read`, the
+// Scans every pickle of `file`. In a torch.export archive (.pt2) that includes the pickles inside its
+// members: nested torch.save zips (sample inputs, torch 2.6's serialized_*.pt, use_pickle weights) and
+// bare pickles (pickled constants), to a bounded depth and count; members holding native code are
+// listed in `native`. Throws InputError only when the container itself is broken. `read`, the
 // checkpoint a reader made of the same mapping, lends the globals of the pickle it already ran.
 PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read = nullptr);
 
