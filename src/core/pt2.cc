@@ -366,19 +366,21 @@ void order_modules(Checkpoint& ck) {
   }
 }
 
-// As testdata/gen_pt2.py names them: ".so", ".cpp" (C/C++ sources, headers, CMakeLists.txt), "kernel"
-// (GPU binaries, ELF objects), "weights" (AOTI's *.weights.o, .bin, .blob), "other".
+// As testdata/gen_pt2.py names them: ".so", ".cpp" (C/C++/CUDA sources), "kernel" (GPU binaries),
+// "object" (ELF objects), "weights" (AOTI's *.weights.o, .bin, .blob), "other" (metadata, flags, linker
+// scripts, headers, anything else).
 const char* artifact_kind(std::string_view p) {
   const std::string_view base = p.substr(p.rfind('/') + 1);
   auto ends = [&](std::string_view s) {
     return base.size() >= s.size() && base.compare(base.size() - s.size(), s.size(), s) == 0;
   };
+  if (ends(".json") || ends(".txt") || ends(".ld")) return "other";
   if (ends(".so")) return ".so";
-  if (ends(".cpp") || ends(".h") || ends(".c") || ends(".cc") || base == "CMakeLists.txt") return ".cpp";
+  if (ends(".cpp") || ends(".c") || ends(".cc") || ends(".cxx") || ends(".cu")) return ".cpp";
   if (ends(".cubin") || ends(".hsaco") || ends(".spv") || ends(".ptx") || ends(".fatbin") ||
       base.find("kernel") != std::string_view::npos)
     return "kernel";
-  if (ends(".o")) return base.find(".weights.") != std::string_view::npos ? "weights" : "kernel";
+  if (ends(".o")) return base.find(".weights.") != std::string_view::npos ? "weights" : "object";
   if (ends(".bin") || ends(".blob") || p.find("/data/weights/") != std::string_view::npos ||
       p.find("/data/constants/") != std::string_view::npos)
     return "weights";
