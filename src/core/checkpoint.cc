@@ -38,6 +38,7 @@ const char* to_string(Format f) {
     case Format::Safetensors: return "safetensors";
     case Format::Dcp: return "dcp";
     case Format::Sharded: return "sharded";
+    case Format::Pt2: return "pt2";
   }
   return "?";
 }
@@ -140,6 +141,83 @@ J methods_json(const TorchScriptInfo& ts) {
   return out;
 }
 
+namespace {
+
+// A size as the file has it: an int, or a symbol expression as text.
+J dim_json(const std::string& d) {
+  const size_t digits = !d.empty() && d[0] == '-' ? 1 : 0;  // what symint_text writes for an int: [-]digits
+  if (d.size() > digits && d.size() < 19 && d.find_first_not_of("0123456789", digits) == std::string::npos)
+    return std::stoll(d);
+  return d;
+}
+
+J specs_json(const std::vector<Pt2Spec>& specs) {
+  J out = J::array();
+  for (const Pt2Spec& s : specs) {
+    J one{{"kind", s.kind}, {"name", s.name}, {"target", s.target.empty() ? J() : J(s.target)}};
+    if (!s.dtype.empty()) {
+      J shape = J::array();
+      for (const std::string& d : s.shape) shape.push_back(dim_json(d));
+      one["dtype"] = s.dtype;
+      one["shape"] = std::move(shape);
+    }
+    if (!s.value.empty()) one["value"] = s.value;
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+}  // namespace
+
+J pt2_json(const Pt2Info& p) {
+  J models = J::array();
+  for (const Pt2Model& m : p.models) {
+    J ranges = J::array();
+    for (const Pt2Range& r : m.ranges)
+      ranges.push_back({{"symbol", r.symbol}, {"min", r.min ? J(*r.min) : J()}, {"max", r.max ? J(*r.max) : J()}});
+    J ops = J::object();
+    for (const auto& [op, n] : m.ops) ops[op] = n;
+    J constants = J::array();
+    for (const Pt2Constant& c : m.constants) {
+      J shape = J::array();
+      for (const std::string& d : c.shape) shape.push_back(dim_json(d));
+      constants.push_back({{"name", c.name},
+                           {"kind", c.kind},
+                           {"dtype", c.dtype.empty() ? J() : J(c.dtype)},
+                           {"shape", c.dtype.empty() ? J() : shape},
+                           {"bytes", c.bytes},
+                           {"path", c.path.empty() ? J() : J(c.path)}});
+    }
+    J samples = J::array();
+    for (const Pt2Tensor& t : m.sample_tensors) samples.push_back({{"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}});
+    models.push_back({{"name", m.name},
+                      {"member", m.member},
+                      {"torch_version", m.torch_version},
+                      {"schema_version", m.schema_version},
+                      {"nodes", m.nodes},
+                      {"tensors", m.tensors},
+                      {"parameters", m.parameters},
+                      {"buffers", m.buffers},
+                      {"bytes", m.bytes},
+                      {"inputs", specs_json(m.inputs)},
+                      {"outputs", specs_json(m.outputs)},
+                      {"range_constraints", std::move(ranges)},
+                      {"ops", std::move(ops)},
+                      {"flops", m.flops},
+                      {"flops_basis", m.flops_basis},
+                      {"constants", std::move(constants)},
+                      {"sample_inputs", m.sample_inputs.empty() ? J() : J{{"member", m.sample_inputs}, {"tensors", samples}}}});
+  }
+  J aoti = J::array();
+  for (const Pt2Artifact& a : p.aoti) aoti.push_back({{"path", a.path}, {"kind", a.kind}, {"bytes", a.bytes}});
+  return {{"layout", p.layout},
+          {"archive_format", p.archive_format.empty() ? J() : J(p.archive_format)},
+          {"archive_version", p.archive_version.empty() ? J() : J(p.archive_version)},
+          {"main_model", p.main_model},
+          {"models", std::move(models)},
+          {"aotinductor", std::move(aoti)}};
+}
+
 J metadata_json(const Checkpoint& ck) {
   J md = J::object();
   const TrainingInfo& tr = ck.training;
@@ -185,6 +263,8 @@ J metadata_json(const Checkpoint& ck) {
       shards.push_back({{"file", s.file}, {"format", to_string(s.format)}, {"tensors", s.tensors}, {"bytes", s.bytes}});
     md["shards"] = std::move(shards);
   }
+
+  if (ck.format == Format::Pt2) md["pt2"] = pt2_json(ck.pt2);
 
   if (ck.format == Format::Dcp) {
     md["bytes_entries"] = ck.dcp.bytes_entries;

@@ -27,7 +27,7 @@ enum class TensorKind : uint8_t { Parameter, Buffer, Attribute };
 enum class Severity : uint8_t { Info, Warning, Error };
 
 // What the file is, as summary's JSON `format` names it. None: nothing read yet.
-enum class Format : uint8_t { None, TorchZip, TorchLegacy, Pickle, Lightning, TorchScript, Safetensors, Dcp, Sharded };
+enum class Format : uint8_t { None, TorchZip, TorchLegacy, Pickle, Lightning, TorchScript, Safetensors, Dcp, Sharded, Pt2 };
 // How its bytes are held. Shards: a sharded checkpoint, whose JSON `container` is its shards' format
 // (see container_text).
 enum class Container : uint8_t { None, Zip, Legacy, Pickle, Safetensors, Dcp, Shards };
@@ -233,6 +233,63 @@ struct DcpInfo {
   std::vector<std::pair<std::string, uint64_t>> files;  // every file of the directory and its size, by name
 };
 
+// torch.export archives (.pt2, see pt2.h). Sizes of symbolic dimensions are their text ("s77", "2*s0").
+struct Pt2Spec {
+  std::string kind;  // user_input, parameter, buffer, tensor_constant, custom_obj, user_output, ...
+  std::string name;  // the graph value's name
+  std::string target;  // parameter / buffer / constant name, "" for user inputs and outputs
+  std::string dtype;  // tensors only, "" otherwise
+  std::vector<std::string> shape;  // tensors: each dimension, an int or a symbol expression
+  std::string value;  // non-tensor arguments: what the serializer wrote ("as_int", a constant, ...)
+};
+
+struct Pt2Range {
+  std::string symbol;
+  std::optional<int64_t> min, max;  // nullopt: unbounded (the file says inf / -inf or leaves it out)
+};
+
+struct Pt2Constant {  // an ExportedProgram constant (tensor constant, non-persistent buffer, custom object)
+  std::string name, kind, dtype;
+  std::vector<std::string> shape;
+  uint64_t bytes = 0;  // numel * itemsize when the shape is static
+  std::string path;  // archive member holding it ("" when the archive keeps it in one blob)
+};
+
+struct Pt2Tensor {  // a sample input tensor
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+};
+
+struct Pt2Model {
+  std::string name;  // "model" for torch.export.save
+  std::string member;  // its JSON
+  std::string torch_version, schema_version;
+  uint64_t nodes = 0;
+  std::vector<std::pair<std::string, uint64_t>> ops;  // operator census: call_function targets by count (most first)
+  std::vector<Pt2Spec> inputs, outputs;
+  std::vector<Pt2Range> ranges;
+  uint64_t flops = 0;  // matmul family, convolutions, attention at the sizes flops_basis names
+  std::string flops_basis;  // "static": no symbolic sizes; "hints": symbols at the export's example sizes
+  uint64_t parameters = 0, buffers = 0, tensors = 0, bytes = 0;  // its state dict
+  std::vector<Pt2Constant> constants;
+  std::string sample_inputs;  // member, "" when absent
+  std::vector<Pt2Tensor> sample_tensors;
+};
+
+struct Pt2Artifact {  // an AOTInductor file under data/aotinductor/
+  std::string path;
+  std::string kind;  // shared_library, cpp, kernel, weights, json, other
+  uint64_t bytes = 0;
+};
+
+struct Pt2Info {
+  std::string layout;  // "pt2-archive" (torch >= 2.7 archives), "export-zip" (torch 2.6's torch.export.save)
+  std::string archive_format, archive_version;
+  std::string main_model;  // the model whose tensors ck.tensors holds
+  std::vector<Pt2Model> models;  // by name
+  std::vector<Pt2Artifact> aoti;
+};
+
 struct Checkpoint {
   std::shared_ptr<MappedFile> file;
   std::string path;
@@ -253,6 +310,7 @@ struct Checkpoint {
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;  // the header's __metadata__
   ShardedInfo sharded;  // format sharded
   DcpInfo dcp;  // format dcp
+  Pt2Info pt2;  // format pt2
   std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
   std::vector<ScanFile> scan_files;  // sharded / DCP: what `check` scans instead of `file`
   std::vector<GlobalRef> globals;  // every global the pickles named
@@ -282,6 +340,8 @@ std::string container_text(const Checkpoint& ck);
 // Summary JSON's `metadata` object and (TorchScript) `methods` array.
 nlohmann::ordered_json metadata_json(const Checkpoint& ck);
 nlohmann::ordered_json methods_json(const TorchScriptInfo& ts);
+// Summary JSON's metadata.pt2 (format pt2).
+nlohmann::ordered_json pt2_json(const Pt2Info& p);
 // One Lightning / training entry as the JSON shows it.
 nlohmann::ordered_json state_json(const TrainingInfo::State& s);
 nlohmann::ordered_json data_json(const TrainingInfo::Data& d);

@@ -22,6 +22,9 @@ class InputError : public std::runtime_error {
  public:
   InputError(std::string file, std::string member, uint64_t offset, const std::string& what)
       : std::runtime_error(what), file_(std::move(file)), member_(std::move(member)), offset_(offset), has_offset_(true) {}
+  // An error about a member whose place is no byte offset (a JSON pointer said in `what`).
+  InputError(std::string file, std::string member, const std::string& what)
+      : std::runtime_error(what), file_(std::move(file)), member_(std::move(member)) {}
   // An error about the file as a whole (cannot open, unknown format).
   InputError(std::string file, const std::string& what) : std::runtime_error(what), file_(std::move(file)) {}
 

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/dcp.h"
+#include "core/pt2.h"
 #include "core/safetensors.h"
 #include "core/sharded.h"
 #include "core/tar.h"
@@ -39,6 +40,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
   ZipReader zip(file, lim);
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
+  if (Pt2Layout l; is_pt2_archive(zip, &l)) return read_pt2(ck, zip, l, lim);
   const std::string first(zip.entries().front().name);
   const auto slash = first.find('/');
   if (slash == std::string::npos)

@@ -92,7 +92,8 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
-  std::string content = ck.content == Content::StateDict                                    ? "state dict"
+  std::string content = ck.format == Format::Pt2                                            ? "exported program"
+                        : ck.content == Content::StateDict                                  ? "state dict"
                         : ck.content == Content::Module && ck.format == Format::TorchScript ? "scripted module"
                         : ck.content == Content::Module                                     ? "pickled nn.Module"
                                                                                             : to_string(ck.content);
@@ -128,6 +129,13 @@ std::string header_lines(const Summary& s, bool markdown) {
                                   human_bytes(ts.constants->bytes)));
     for (const TsExtraFile& f : ts.extra_files) extra.push_back(fmt::format("extra/{} ({})", f.name, human_bytes(f.bytes)));
     if (!extra.empty()) line("Archive", join(extra, ", "));
+  }
+  if (ck.format == Format::Pt2) {
+    std::vector<std::string> ms;
+    for (const Pt2Model& m : ck.pt2.models)
+      ms.push_back(fmt::format("{} ({}, torch {}{})", m.name, m.member, m.torch_version.empty() ? "?" : m.torch_version,
+                               m.name == ck.pt2.main_model ? ", summarized below" : ""));
+    if (!ms.empty()) line("Models", join(ms, "; "));
   }
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
@@ -171,6 +179,57 @@ const ModuleForward& forward_of(const ForwardReport& f, const std::string& name)
   return it == f.modules.end() ? none : it->second;
 }
 
+// The .pt2 sections after the totals: the summary's model's inputs / outputs with symbolic sizes, its
+// symbols' ranges, FLOPs, operator census and constants; the other models in one line each; AOTInductor files.
+std::string pt2_sections(const Checkpoint& ck, bool markdown) {
+  std::string out;
+  auto line = [&](const char* key, const std::string& raw) {
+    const std::string value = visible(raw);
+    out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<11}{}\n", std::string(key) + ":", value);
+  };
+  auto spec_text = [](const Pt2Spec& p) {
+    std::string t = p.name;
+    if (!p.dtype.empty()) t += fmt::format(" {}[{}]", p.dtype, join(p.shape, ", "));
+    else if (!p.value.empty()) t += " " + p.value;
+    return t;
+  };
+  for (const Pt2Model& m : ck.pt2.models) {
+    if (m.name != ck.pt2.main_model) continue;
+    std::vector<std::string> ins, outs, ranges, ops, consts;
+    for (const Pt2Spec& p : m.inputs)
+      if (p.kind == "user_input") ins.push_back(spec_text(p));
+    for (const Pt2Spec& p : m.outputs)
+      outs.push_back(p.kind == "user_output" ? spec_text(p) : fmt::format("{} ({} {})", spec_text(p), p.kind, p.target));
+    for (const Pt2Range& r : m.ranges)
+      ranges.push_back(fmt::format("{} in [{}, {}]", r.symbol, r.min ? std::to_string(*r.min) : "-inf",
+                                   r.max ? std::to_string(*r.max) : "inf"));
+    for (const auto& [op, n] : m.ops) ops.push_back(fmt::format("{} {}", op.rfind("torch.ops.", 0) == 0 ? op.substr(10) : op, n));
+    for (const Pt2Constant& c : m.constants)
+      consts.push_back(c.dtype.empty() ? fmt::format("{} ({})", c.name, c.kind)
+                                       : fmt::format("{} {}[{}] ({})", c.name, c.dtype, join(c.shape, ", "), c.kind));
+    out += "\n";
+    line("Inputs", ins.empty() ? "none" : join(ins, "; "));
+    line("Outputs", outs.empty() ? "none" : join(outs, "; "));
+    if (!ranges.empty()) line("Symbols", join(ranges, "; "));
+    line("FLOPs", fmt::format("{}{}", human_count(m.flops),
+                              m.flops_basis == "hints" ? " (symbolic sizes at the export's example sizes)" : ""));
+    line("Operators", fmt::format("{} nodes: {}", m.nodes, join(ops, ", ", 20, ", and {} more")));
+    if (!consts.empty()) line("Constants", join(consts, "; ", 20, "; and {} more"));
+  }
+  std::vector<std::string> others;
+  for (const Pt2Model& m : ck.pt2.models)
+    if (m.name != ck.pt2.main_model)
+      others.push_back(fmt::format("{} ({} tensors, {} params, {} buffers, {} nodes, {} FLOPs)", m.name, m.tensors, m.parameters,
+                                   m.buffers, m.nodes, m.flops));
+  if (!others.empty()) line("Also", join(others, "; "));
+  if (!ck.pt2.aoti.empty()) {
+    std::vector<std::string> a;
+    for (const Pt2Artifact& x : ck.pt2.aoti) a.push_back(fmt::format("{} ({}, {})", x.path, x.kind, human_bytes(x.bytes)));
+    line("AOTI", join(a, ", "));
+  }
+  return out;
+}
+
 struct Table {
   std::vector<std::string> heads;
   std::vector<std::vector<std::string>> rows;
@@ -178,7 +237,7 @@ struct Table {
 
 Table module_table(const Summary& s, const RenderOptions& o) {
   const Checkpoint& ck = *s.ck;
-  const bool has_mode = !ck.modules.empty();
+  const bool has_mode = !ck.modules.empty() && ck.format != Format::Pt2;  // export graphs keep no `training`
   Table t;
   t.heads = {"Name", "Type", "Params", "Buffers", "dtype", "Size"};
   if (has_mode) t.heads.push_back("Mode");
@@ -260,7 +319,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
   foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
   if (T.meta) foot(std::to_string(T.meta), "Meta-device entries (no data)");
-  if (!ck.modules.empty()) {
+  if (!ck.modules.empty() && ck.format != Format::Pt2) {
     uint64_t train = 0, eval = 0;
     for (const Module& m : ck.modules)
       if (m.training) (*m.training ? train : eval) += 1;
@@ -268,6 +327,7 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
     foot(std::to_string(eval), "Modules in eval mode");
   }
   if (s.forward && s.forward->error.empty()) foot(human_count(s.forward->flops), "Total Flops");
+  if (ck.format == Format::Pt2) out += pt2_sections(ck, false);
   for (const Finding& f : s.findings) {
     out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id,
                        color_reset(o.color), visible(f.message));
@@ -305,6 +365,7 @@ std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
   out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
                      static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
   if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
+  if (s.ck->format == Format::Pt2) out += pt2_sections(*s.ck, true);
   if (!s.findings.empty()) out += "\n";
   for (const Finding& f : s.findings)
     out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message),

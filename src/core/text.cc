@@ -224,6 +224,7 @@ const char* format_title(const Checkpoint& ck) {
     case Format::Safetensors: return "safetensors";
     case Format::Dcp: return "torch.distributed.checkpoint directory";
     case Format::Sharded: return "sharded checkpoint (index + shards)";
+    case Format::Pt2: return "torch.export archive (.pt2)";
     case Format::None: break;
   }
   return "unknown";
