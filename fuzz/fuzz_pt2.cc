@@ -1,13 +1,12 @@
 // The .pt2 reader's JSON side: the input is split at NUL bytes into models/model.json, the weights
 // config and the constants config of a pt2 archive built here in memory (stored zip, with one 256-byte
 // weight_0 and tensor_0), so the fuzzer spends its time on the JSON the reader interprets rather than on
-// zip structure (fuzz_reader covers that). Counting and the three renderers run on whatever it reads.
+// zip structure (fuzz_reader covers that). Counting, findings, the security scan and the three renderers
+// run on whatever it reads.
 #include <string>
 #include <vector>
 
-#include "core/reader.h"
-#include "core/render_summary.h"
-#include "core/summary.h"
+#include "summary_end_to_end.h"
 #include "targets.h"
 
 namespace {
@@ -64,17 +63,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                            {"f/data/constants/tensor_0", std::string(256, '\2')}};
   if (parts.size() > 1) members.push_back({"f/data/weights/model_weights_config.json", parts[1]});
   if (parts.size() > 2) members.push_back({"f/data/constants/model_constants_config.json", parts[2]});
-  auto f = ckpt::MappedFile::from_memory(stored_zip(members), "fuzz.pt2");
-  ckpt::Limits lim;
-  lim.pickle_ops = 1'000'000;
-  try {
-    ckpt::Checkpoint ck = ckpt::read_checkpoint(f, lim);
-    ckpt::Summary s = ckpt::summarize(ck);
-    ckpt::RenderOptions o;
-    o.depth = -1;
-    (void)ckpt::render_summary_text(s, o);
-    (void)ckpt::render_summary_markdown(s, o);
-    (void)ckpt::summary_json_text(s);
-  } catch (const ckpt::InputError&) {}
+  summary_end_to_end(ckpt::MappedFile::from_memory(stored_zip(members), "fuzz.pt2"));
   return 0;
 }

@@ -92,7 +92,9 @@ std::string header_lines(const Summary& s, bool markdown) {
   for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
-  std::string content = ck.format == Format::Pt2                                            ? "exported program"
+  std::string content = ck.format == Format::Pt2 && ck.pt2.models.empty() && !ck.pt2.aoti.empty()
+                            ? "AOTInductor package, no exported program"
+                        : ck.format == Format::Pt2                                          ? "exported program"
                         : ck.content == Content::StateDict                                  ? "state dict"
                         : ck.content == Content::Module && ck.format == Format::TorchScript ? "scripted module"
                         : ck.content == Content::Module                                     ? "pickled nn.Module"
