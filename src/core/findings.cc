@@ -60,8 +60,8 @@ void reader_rules(const Checkpoint& ck, std::vector<Finding>& out) {
         {"frozen-module",
          Severity::Info,
          fmt::format("frozen TorchScript module (torch.jit.freeze): its parameters became {} constant tensors ({} elements, "
-                     "{} bytes) in constants.pkl and are not counted as parameters",
-                     f.tensors, f.elements, f.bytes),
+                     "{} bytes) in {} and are not counted as parameters",
+                     f.tensors, f.elements, f.bytes, ck.torchscript.mobile ? "constants.pkl and bytecode.pkl" : "constants.pkl"),
          "none needed for inference; keep the unfrozen module to train or load a state dict",
          {}});
 }
