@@ -201,6 +201,18 @@ def run(t):
         t.check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
                 f"{name}: rc {rc} {rep and rep['totals']} want {want}")
 
+    # 9a. diff --values of .pt2 weights: the same model exported by torch 2.6 and by torch 2.14 holds equal
+    #     values exactly when torch reads equal CRC-32s from both (gen_pt2_load.py); a file against itself too.
+    by_file = {c["file"]: c["tensors"] for c in loads if c["file"].startswith("pt2/")}
+    for f26 in sorted(f for f in by_file if f.startswith("pt2/t26/")):
+        f214 = "pt2/t214/" + f26.split("/")[-1]
+        if f214 not in by_file:
+            continue
+        a, b = by_file[f26], by_file[f214]
+        same = set(a) == set(b) and all(a[n]["crc32"] == b[n]["crc32"] and a[n]["shape"] == b[n]["shape"] for n in a)
+        rc, rep, err = t.run_json("diff", "--json", "--values", os.path.join(td, f26), os.path.join(td, f214))
+        t.check(rep is not None and rc == (0 if same else 1) and rep["equal"] == same and rep["paired"] == len(a)
+                and rep["a"]["format"] == "pt2", f"diff --values {f26} {f214}: rc {rc} {err.strip()}")
     # 9b. ckpt checks every byte itself while ckpt-torch starts LibTorch, and hands the results over;
     #     ckpt-torch run directly checks by itself. Both give the same rows.
     torch_bin = os.path.join(os.path.dirname(os.path.abspath(t.ckpt)), "ckpt-torch")
