@@ -243,6 +243,10 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       continue;
     }
 
+    if (t.storage.empty() && !t.subclass.empty()) {  // a pickled wrapper (TwoTensor, ...): no storage of its own
+      skip(fmt::format("tensor subclass {} keeps its data in a pickled object, which ckpt does not build", t.subclass));
+      continue;
+    }
     const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage);
     if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
     checked_extent(ck, t, *s);
