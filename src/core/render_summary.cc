@@ -379,7 +379,7 @@ namespace {
 
 void put_ints(std::string& out, const std::vector<int64_t>& v) {
   out += '[';
-  for (size_t k = 0; k < v.size(); ++k) fmt::format_to(std::back_inserter(out), k ? ", {}" : "{}", v[k]);
+  for (size_t k = 0; k < v.size(); ++k) fmt::format_to(std::back_inserter(out), "{}{}", k ? ", " : "", v[k]);
   out += ']';
 }
 

@@ -33,7 +33,7 @@ std::string human_bytes(uint64_t n) {
     x /= 1000;
     ++u;
   }
-  return fmt::format(x >= 100 ? "{:.0f} {}" : "{:.1f} {}", x, units[u]);
+  return x >= 100 ? fmt::format("{:.0f} {}", x, units[u]) : fmt::format("{:.1f} {}", x, units[u]);
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
