@@ -5,6 +5,7 @@
 #include "core/pt2.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 has it only there)
 
 #include <algorithm>
 #include <map>

@@ -3,7 +3,6 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
-#include <torch/version.h>
 
 #include <cstring>
 #include <set>
@@ -15,9 +14,7 @@
 #include "core/device.h"
 #include "core/storage.h"
 #include "core/values.h"
-
-#define CKPT_TORCH_AT_LEAST(maj, min) \
-  (TORCH_VERSION_MAJOR > (maj) || (TORCH_VERSION_MAJOR == (maj) && TORCH_VERSION_MINOR >= (min)))
+#include "torch/compat.h"
 
 namespace ckpt::torchb {
 
@@ -82,6 +79,12 @@ const std::pair<std::string_view, S> kTypes[] = {
     {"uint16", S::UInt16},
     {"uint32", S::UInt32},
     {"uint64", S::UInt64},
+#endif
+#if CKPT_TORCH_AT_LEAST(2, 7)
+    {"float8_e8m0fnu", S::Float8_e8m0fnu},
+#endif
+#if CKPT_TORCH_AT_LEAST(2, 8)
+    {"float4_e2m1fn_x2", S::Float4_e2m1fn_x2},
 #endif
 };
 }  // namespace
