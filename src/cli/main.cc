@@ -33,8 +33,8 @@ struct Command {
 int main(int argc, char** argv) {
   using namespace ckpt::cli;
   CLI::App app{
-      "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, safetensors) without Python\n"
-      "and without executing anything the file contains.",
+      "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"
+      "sharded, DCP) without Python and without executing anything the file contains.",
       "ckpt"};
   app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
   app.require_subcommand(1);

@@ -16,8 +16,8 @@ namespace ckpt::cli {
 void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
   sub->add_option("file", o.file,
-                  "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive, safetensors, bare pickle, or "
-                  "a sharded checkpoint (directory or *.index.json)")
+                  "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive (.pt, .ptl), torch.export "
+                  "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json) or a DCP directory")
       ->required()
       ->type_name("FILE");
   sub->add_option("-d,--depth", o.depth, "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth")

@@ -217,6 +217,13 @@ class TsReader {
   }
 
  private:
+  // Leaves on_path_ when the walk of a value returns: a value met again below itself is not entered.
+  struct OnPath {
+    std::unordered_set<const Value*>& path;
+    const Value* v;
+    ~OnPath() { path.erase(v); }
+  };
+
   static bool is_object(const Value* v) {
     return v && v->kind == PKind::Object && v->callable() && v->callable()->kind == PKind::Global;
   }
@@ -268,11 +275,7 @@ class TsReader {
     ck_.modules.push_back(std::move(m));
     const size_t index = ck_.modules.size() - 1;
     if (!on_path_.insert(obj).second) return;
-    struct Leave {
-      std::unordered_set<const Value*>& s;
-      const Value* v;
-      ~Leave() { s.erase(v); }
-    } leave{on_path_, obj};
+    const OnPath leave{on_path_, obj};
     if (!st) return;
     const TsClass* cls = class_of(obj);
     if (st->kind != PKind::Dict) {
@@ -348,11 +351,7 @@ class TsReader {
       return;
     }
     if (!on_path_.insert(v).second) return;
-    struct Leave {
-      std::unordered_set<const Value*>& s;
-      const Value* v;
-      ~Leave() { s.erase(v); }
-    } leave{on_path_, v};
+    const OnPath leave{on_path_, v};
     if (v->kind == PKind::Tuple || v->kind == PKind::List) {
       for (size_t k = 0; k < v->items.size(); ++k) hidden(v->items[k], join_path(name, std::to_string(k)), depth + 1, pkl);
     } else if (v->kind == PKind::Dict) {
