@@ -36,9 +36,13 @@ import torch.nn as nn
 
 warnings.filterwarnings("ignore")  # lazy-module, ComplexHalf "experimental" and TypedStorage chatter
 
-# The torch version picks the fixture set: 1.13 writes testdata/t113, 2.x testdata/t26.
-T2 = int(torch.__version__.split(".")[0]) >= 2
+# The torch version picks the fixture set: 1.13 writes testdata/t113, 2.x the torch 2 set, into
+# t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214).
+TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+T2 = TORCH_MM[0] >= 2
+SET = "t%d%d" % TORCH_MM
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)   # fx2_dcp imports gen_formats
 BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
                 "inv_freq", "masked_bias", "_float_tensor", "causal_mask", "attention_mask")
 UNINIT = nn.parameter.UninitializedTensorMixin
@@ -1160,8 +1164,13 @@ def fx2_dtypes(w):
     d["f8_e5m2_base"] = base8
     d["f8_e5m2_view_t"] = base8[1:, 1:4].t()       # offset 6, stride (1, 5)
     d["u16_empty"] = torch.empty(0, dtype=torch.uint16)
-    if hasattr(torch, "float8_e8m0fnu"):
+    if hasattr(torch, "float8_e8m0fnu"):          # torch >= 2.7
         d["f8_e8m0fnu"] = f.abs().to(torch.float8_e8m0fnu)
+    if hasattr(torch, "float4_e2m1fn_x2"):        # torch >= 2.8: two 4-bit floats per byte, numel counts bytes
+        d["f4_e2m1fn_x2"] = torch.tensor([0x12, 0x34, 0xab, 0xff, 0x00, 0x7f],
+                                         dtype=torch.uint8).view(torch.float4_e2m1fn_x2).reshape(2, 3)
+    unsaveable = {n: "torch %s has no torch.%s" % (torch.__version__, n)
+                  for n in ("float8_e8m0fnu", "float4_e2m1fn_x2") if not hasattr(torch, n)}
     fname = "dtypes.pt"
     torch.save(d, w.path(fname))
     back = torch.load(w.path(fname), weights_only=False)
@@ -1174,9 +1183,7 @@ def fx2_dtypes(w):
                    "elements of the dtype. f8_e5m2_view_t views f8_e5m2_base's storage (offset 6, "
                    "stride [1,5]). Zero-element tensors have 0-byte data/ records written "
                    "without a data descriptor (flag 0x0800).",
-                   extra=None if hasattr(torch, "float8_e8m0fnu") else
-                   {"unsaveable": {"float8_e8m0fnu": "torch %s has no torch.float8_e8m0fnu"
-                                   % torch.__version__}})
+                   extra={"unsaveable": unsaveable} if unsaveable else None)
 
 
 class Tied(nn.Module):
@@ -1668,22 +1675,53 @@ def fx2_torchscript(w):
         extra={"ops": ops})
 
 
-FIXTURES_T26 = [fx2_plain, fx2_protocols, fx2_dtypes, fx2_tied, fx2_meta_lazy, fx2_whole_module, fx2_lightning,
-                fx2_torchscript]
+def fx2_compiled(w):
+    """The state dict of a torch.compile'd module: OptimizedModule keeps the model as _orig_mod, so
+    every key gains the '_orig_mod.' prefix (the compile rule's subject)."""
+    m = trained_net(21)
+    m.eval()
+    cm = torch.compile(m, backend="eager")          # "eager": no C++ compiler needed
+    x = torch.randn(2, 3, 5, 5)
+    with torch.no_grad():
+        assert torch.equal(cm(x), m(x))            # compiled once, same result
+    assert type(cm).__name__ == "OptimizedModule" and cm._orig_mod is m
+    sd = cm.state_dict()
+    assert all(k.startswith("_orig_mod.") for k in sd), list(sd)
+    fname = "compiled_state_dict.pt"
+    torch.save(sd, w.path(fname))
+    back = torch.load(w.path(fname), weights_only=False)
+    write_expected(w, fname, "torch-zip", sd_items(sd), sd_items(back), cm,
+                   "cm = torch.compile(Net(), backend='eager'); cm(x); torch.save(cm.state_dict()): "
+                   "OptimizedModule registers the model as the submodule _orig_mod, so every key "
+                   "starts with '_orig_mod.' and Net().load_state_dict(...) fails with missing and "
+                   "unexpected keys. modules: cm.named_modules() (the root is the OptimizedModule).")
+
+
+def fx2_dcp(w):
+    """A torch.distributed.checkpoint directory written by this torch, one process (testdata/gen_formats.py
+    writes and checks it; the same function makes formats/dcp under torch 2.6)."""
+    import gen_formats
+    out = gen_formats.Out(w.outdir)
+    gen_formats.dcp_single(out)
+    w.written += out.written + [("dcp.expected.json", os.path.getsize(w.path("dcp.expected.json")))]
+
+
+FIXTURES_T2 = [fx2_plain, fx2_protocols, fx2_dtypes, fx2_tied, fx2_meta_lazy, fx2_whole_module, fx2_lightning,
+               fx2_torchscript, fx2_compiled, fx2_dcp]
 
 
 def main():
     if os.environ.get("PYTHONHASHSEED") != "0":   # TorchScript code/ lists Final constants in set order
         os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "t26" if T2 else "t113"))
+    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, SET))
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     if not T2:
         torch.set_num_threads(1)
         torch.use_deterministic_algorithms(True)
     w = Writer(args.outdir)
-    for fx in FIXTURES_T26 if T2 else FIXTURES_T113:
+    for fx in FIXTURES_T2 if T2 else FIXTURES_T113:
         fx(w)
     total = 0
     for name, size in w.written:

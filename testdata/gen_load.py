@@ -76,14 +76,17 @@ from gen_fixtures import ConvBlock, FrozenNet, LazyNet, LitModel, SmallNet, Tiny
 
 warnings.filterwarnings("ignore")  # ComplexHalf / lazy-module / DataParallel / TypedStorage / DCP chatter
 
-# The torch version picks what is written: 1.13 testdata/load, 2.x testdata/t26/load_expected.json.
-T2 = int(torch.__version__.split(".")[0]) >= 2
+# The torch version picks what is written: 1.13 testdata/load, 2.x load_expected.json in the fixture
+# set gen_fixtures.py wrote under it (t<major><minor>: testdata/t26, testdata/t214).
+TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+T2 = TORCH_MM[0] >= 2
+SET = "t%d%d" % TORCH_MM
 UNINIT = nn.parameter.UninitializedTensorMixin
 MAX_FIXTURE = 50 * 1024
 
 # Dtypes Debian's LibTorch 1.13 lacks (ScalarType added later); reported when they occur (torch 2.x).
 NEW_IN_TORCH2 = ["float8_e5m2", "float8_e4m3fn", "float8_e5m2fnuz", "float8_e4m3fnuz", "uint16", "uint32",
-                 "uint64", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
+                 "uint64", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float8_e8m0fnu", "float4_e2m1fn_x2"]
 # ckpt materializes the bits dtypes on no LibTorch: "dtype" in not_materialized.
 BITS = ["bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"]
 
@@ -197,6 +200,15 @@ def nan_inf(t):
         except (NotImplementedError, RuntimeError) as e:   # "isinf" not implemented for 'Float8_e4m3fn'
             assert "not implemented" in str(e), e
         return nan, inf
+    if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):
+        # torch has no isnan / isinf / to(float) kernel for it (torch 2.14: "not implemented for
+        # 'Float4_e2m1fn_x2'"); E2M1 encodes no NaN and no Inf (OCP Microscaling spec, section 5.3.3).
+        for fn in (torch.isnan, torch.isinf):
+            try:
+                assert int(fn(t).sum()) == 0
+            except (NotImplementedError, RuntimeError) as e:
+                assert "not implemented" in str(e), e
+        return 0, 0
     return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
 
 
@@ -442,12 +454,18 @@ def t113_rels(testdata):
          "formats/sharded_st", "formats/sharded_bin", "ts113/scripted.pt", "ts113/traced.pt"]
 
 
-def t26_rels(testdata):
-    """What only torch 2.x reads: the fixture files of t26/ and the DCP directories."""
-    t26 = os.path.join(testdata, "t26")
-    return ["t26/" + f for f in sorted(os.listdir(t26))
-            if not f.endswith(".json") and os.path.isfile(os.path.join(t26, f))] + \
-        ["formats/dcp", "formats/dcp_2rank"]
+def t2_rels(testdata, fixture_set):
+    """What only torch 2.x reads: the fixtures of a torch 2 set (files and DCP directories with their
+    <name>.expected.json) and the DCP directories of formats/ that this torch version wrote."""
+    d = os.path.join(testdata, fixture_set)
+    rels = [fixture_set + "/" + f for f in sorted(os.listdir(d))
+            if not f.endswith(".json") and (os.path.isfile(os.path.join(d, f))
+                                            or os.path.exists(os.path.join(d, f + ".expected.json")))]
+    for dcp in ("formats/dcp", "formats/dcp_2rank"):
+        with open(os.path.join(testdata, dcp + ".expected.json")) as f:
+            if json.load(f)["torch_version"] == torch.__version__:
+                rels.append(dcp)
+    return rels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -807,10 +825,11 @@ def main_t113(outdir):
         len(out.written), total, len(loads), len(matches), os.path.getsize(jp), torch.__version__, outdir))
 
 
-def main_t26(outdir):
-    """testdata/t26/load_expected.json: the values torch 2.x reads from t26/ and the DCP directories."""
+def main_t2(outdir):
+    """testdata/<set>/load_expected.json: the values torch 2.x reads from its fixture set and the DCP
+    directories it wrote."""
     seen = set()
-    entries = loads_of(HERE, t26_rels(HERE), seen)
+    entries = loads_of(HERE, t2_rels(HERE, os.path.basename(os.path.normpath(outdir))), seen)
     new = [d for d in NEW_IN_TORCH2 if d in seen]
 
     doc = collections.OrderedDict()
@@ -837,12 +856,12 @@ def main():
     if os.environ.get("PYTHONHASHSEED") != "0":   # arch.pt's code/ lists Final constants in set order
         os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, PYTHONHASHSEED="0"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, "t26" if T2 else "load"))
+    ap.add_argument("outdir", nargs="?", default=os.path.join(HERE, SET if T2 else "load"))
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
     torch.set_num_threads(1)
     if T2:
-        main_t26(args.outdir)
+        main_t2(args.outdir)
     else:
         torch.use_deterministic_algorithms(True)
         main_t113(args.outdir)

@@ -121,12 +121,12 @@ TEST_CASE("load: --add-prefix is suggested when FILE lacks the model's wrapper p
   CHECK(renamed_key("a.b", "_orig_mod.", "model.") == "model.a.b");
 }
 
-TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's values") {
-  const json e = test::read_json(test::testdata() / "t26" / "load_expected.json");
+TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's and 2.14's values") {
   size_t checked = 0;
-  for (const json& c : e["loads"]) {
+  for (const char* set : {"t26", "t214"})
+  for (const json& c : test::read_json(test::testdata() / set / "load_expected.json")["loads"]) {
     const std::string file = c["file"].get<std::string>();
-    if (file.rfind("formats/dcp", 0) != 0) continue;
+    if (file.rfind("formats/dcp", 0) != 0 && file.find("/dcp") == std::string::npos) continue;
     CAPTURE(file);
     const Checkpoint ck = read_checkpoint((test::testdata() / file).string());
     StorageIndex index(ck);
@@ -141,5 +141,5 @@ TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's value
       ++checked;
     }
   }
-  CHECK(checked == 22);
+  CHECK(checked == 44);  // formats/dcp, formats/dcp_2rank, t26/dcp, t214/dcp: 11 tensors each
 }

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """`ckpt load` against PyTorch's own numbers (testdata/load/expected.json, written by testdata/gen_load.py
-with torch 1.13, and testdata/t26/load_expected.json, written by the same generator with torch 2.6 for
-the t26/ fixtures and the DCP directories): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf
+with torch 1.13, and testdata/t26/load_expected.json and testdata/t214/load_expected.json, written by
+the same generator with torch 2.6 and 2.14 for their fixture sets and the DCP directories): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf
 counts on CPU; the same tensors on meta without a byte read; key matching against a TorchScript --model;
 empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks; the weights of
 torch.export archives (testdata/pt2/*/load_expected.json, from testdata/gen_pt2_load.py).
 
 With a ckpt linked against LibTorch 1.x, the torch 2.6 loads may differ in two known ways, both accepted
 (and nothing else): a tensor whose dtype is in dtypes_new_in_torch2 is "skipped" with a reason containing
-"is unknown to LibTorch" (the exit code is then 1), and a t26 TorchScript archive calling an operator
+"is unknown to LibTorch" (the exit code is then 1), and a torch 2 TorchScript archive calling an operator
 LibTorch 1.x lacks (transformer.ts.pt: aten::scaled_dot_product_attention) is refused with exit 3 naming
 it. With LibTorch 2.x every value must be exact.
 
@@ -41,21 +41,24 @@ def run(t):
     td = t.td
     exp = json.load(open(os.path.join(td, "load", "expected.json")))
     loads = list(exp["loads"])
-    # torch 2.6 fixtures (t26/, formats/dcp*): values from testdata/gen_load.py under torch 2.6, when it has been run.
-    new_dtypes, t26_files = set(), set()
-    t26_path = os.path.join(td, "t26", "load_expected.json")
-    if os.path.exists(t26_path):
-        exp26 = json.load(open(t26_path))
-        new_dtypes = set(exp26["dtypes_new_in_torch2"])
-        t26_files = {c["file"] for c in exp26["loads"]}
-        loads += exp26["loads"]
+    # torch 2 fixture sets (t26/ and formats/dcp* from torch 2.6, t214/ from torch 2.14): values from
+    # testdata/gen_load.py under the torch that wrote each set.
+    new_dtypes, t2_files = set(), set()
+    for tag in ("t26", "t214"):
+        p = os.path.join(td, tag, "load_expected.json")
+        t.check(os.path.exists(p), f"{p} is missing")
+        if os.path.exists(p):
+            exp2 = json.load(open(p))
+            new_dtypes |= set(exp2["dtypes_new_in_torch2"])
+            t2_files |= {c["file"] for c in exp2["loads"]}
+            loads += exp2["loads"]
     # torch.export archives (.pt2): values from testdata/gen_pt2_load.py under the torch that wrote each folder.
     pt2_dir = os.path.join(td, "pt2")
     for tag in sorted(os.listdir(pt2_dir)) if os.path.isdir(pt2_dir) else []:
         p = os.path.join(pt2_dir, tag, "load_expected.json")
         if os.path.exists(p):
             loads += json.load(open(p))["loads"]
-    major = libtorch_major(t) if t26_files else None
+    major = libtorch_major(t) if t2_files else None
     accepted = {"skipped": 0, "refused": 0}
 
     # 1. CPU: every value bit-exact (CRC-32), NaN/Inf as torch.isnan / torch.isinf count them.
@@ -65,7 +68,7 @@ def run(t):
         if not want and not skipped:
             continue  # bare.pkl, t26/frozen.ts.pt: no tensors
         rc, rep, err = load_json(t, "--checksum", "--device", "cpu", path)
-        if rep is None and case["file"] in t26_files and major is not None and major < 2 \
+        if rep is None and case["file"] in t2_files and major is not None and major < 2 \
                 and rc == 3 and f"LibTorch {major}." in err and "aten::" in err:
             accepted["refused"] += 1   # a torch 2 operator in the TorchScript code: refused, nothing to compare
             rc, out, err2 = load(t, "--device", "meta", path)
@@ -186,7 +189,7 @@ def run(t):
             f"edited_sdpa: rc {rc} {err!r}")
 
     # 9. safetensors on CPU are zero-copy views of the mapping; DCP directories load every tensor
-    #    (their values, from torch 2.6, are in t26/load_expected.json: torch 1.13 cannot read DCP).
+    #    (their values, from torch 2.6 / 2.14, are in t26/ and t214/load_expected.json: torch 1.13 cannot read DCP).
     for name in ("model.safetensors", "dtypes.safetensors", "real_st.safetensors"):
         rc, rep, err = load_json(t, os.path.join(td, "formats", name))
         t.check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
@@ -202,18 +205,19 @@ def run(t):
         t.check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
                 f"{name}: rc {rc} {rep and rep['totals']} want {want}")
 
-    # 9a. diff --values of .pt2 weights: the same model exported by torch 2.6 and by torch 2.14 holds equal
-    #     values exactly when torch reads equal CRC-32s from both (gen_pt2_load.py); a file against itself too.
-    by_file = {c["file"]: c["tensors"] for c in loads if c["file"].startswith("pt2/")}
-    for f26 in sorted(f for f in by_file if f.startswith("pt2/t26/")):
-        f214 = "pt2/t214/" + f26.split("/")[-1]
+    # 9a. diff --values across torch versions: the same fixture written by torch 2.6 and by torch 2.14 (.pt2
+    #     exports, state dicts, TorchScript, DCP) holds equal values exactly when torch reads equal CRC-32s
+    #     from both (gen_pt2_load.py, gen_load.py).
+    by_file = {c["file"]: c["tensors"] for c in loads if c["tensors"] and not c.get("not_materialized")}
+    for f26 in sorted(f for f in by_file if f.startswith(("pt2/t26/", "t26/"))):
+        f214 = f26.replace("t26/", "t214/", 1)
         if f214 not in by_file:
             continue
         a, b = by_file[f26], by_file[f214]
         same = set(a) == set(b) and all(a[n]["crc32"] == b[n]["crc32"] and a[n]["shape"] == b[n]["shape"] for n in a)
         rc, rep, err = t.run_json("diff", "--json", "--values", os.path.join(td, f26), os.path.join(td, f214))
         t.check(rep is not None and rc == (0 if same else 1) and rep["equal"] == same and rep["paired"] == len(a)
-                and rep["a"]["format"] == "pt2", f"diff --values {f26} {f214}: rc {rc} {err.strip()}")
+                and rep["a"]["format"] == rep["b"]["format"], f"diff --values {f26} {f214}: rc {rc} {err.strip()}")
     # 9b. ckpt checks every byte itself while ckpt-torch starts LibTorch, and hands the results over;
     #     ckpt-torch run directly checks by itself. Both give the same rows.
     torch_bin = os.path.join(os.path.dirname(os.path.abspath(t.ckpt)), "ckpt-torch")
@@ -229,8 +233,8 @@ def run(t):
     rc, out, err = load(t, os.path.join(td, "load", "nan_inf.pt"))
     t.check(rc == 0 and "NaN" in out and "f32_t" in out and err == "", f"text: rc {rc} {err!r}")
 
-    if t26_files:
-        print(f"torch 2.6 loads: {len(t26_files)} files, LibTorch {major}.x; accepted as unsupported by it: "
+    if t2_files:
+        print(f"torch 2 loads: {len(t2_files)} files, LibTorch {major}.x; accepted as unsupported by it: "
               f"{accepted['skipped']} tensors of a new dtype skipped, {accepted['refused']} file(s) refused")
 
 
