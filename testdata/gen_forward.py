@@ -860,11 +860,13 @@ def op_flops_named(name):
 
 # ---------------------------------------------------------------------------------------------
 
-# The torch version picks the cases: 1.13 writes testdata/forward, 2.x testdata/t26/forward.
-T2 = int(torch.__version__.split(".")[0]) >= 2
+# The torch version picks the cases: 1.13 writes testdata/forward, 2.x the forward/ folder of its
+# fixture set, t<major><minor> (2.6: testdata/t26/forward, 2.14: testdata/t214/forward).
+TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+T2 = TORCH_MM[0] >= 2
 
 if T2:
-    OUTDIR = os.path.join(HERE, "t26", "forward")
+    OUTDIR = os.path.join(HERE, "t%d%d" % TORCH_MM, "forward")
     ORDER = ["sdpa", "mha"]
 else:
     OUTDIR = os.path.join(HERE, "forward")

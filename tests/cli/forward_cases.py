@@ -111,14 +111,14 @@ def check_case(t, fd, case):
     t.check(f"{human_count(case['forward']['flops']):<10}Total Flops" in text, f"{name}: no 'Total Flops' line for {case['forward']['flops']}")
 
 
-def check_t26(t, fd):
-    """testdata/t26/forward (gen_forward.py under torch 2.6): scaled_dot_product_attention and the
+def check_t2(t, fd, tag):
+    """testdata/t26/forward and t214/forward (gen_forward.py under torch 2.6 and 2.14): scaled_dot_product_attention and the
     TransformerEncoderLayer fast path. With LibTorch 2.x every value must match; the fused layer's FLOPs
     are the unfused forward's (ckpt counts the products inside fused kernels; flop_counter counts 0).
     LibTorch 1.x cannot compile these archives: exit 3."""
     exp = json.load(open(os.path.join(fd, "expected.json")))
     for case in exp["cases"]:
-        name = "t26/" + case["name"]
+        name = tag + "/" + case["name"]
         rc, out, err = summary(t, *case_args(fd, case), "--json")
         doc = json.loads(out) if out.strip() else {}
         major = None
@@ -177,7 +177,8 @@ def run(t):
     libtorch_cuda = "built without CUDA" not in err and "is not available" not in err
     t.check(rc == 4 or (rc == 0 and libtorch_cuda), f"--device cuda without CUDA: exit {rc} {err.strip()[:200]}")
 
-    check_t26(t, os.path.join(t.td, "t26", "forward"))
+    for tag in ("t26", "t214"):
+        check_t2(t, os.path.join(t.td, tag, "forward"), tag)
 
 
 if __name__ == "__main__":
