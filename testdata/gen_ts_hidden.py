@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """TorchScript fixtures whose tensors hide from named_parameters()/named_buffers(), and state dicts of
 torch.nn parametrizations, with the truth from torch: testdata/tshidden/ (torch 1.13) or
-testdata/tshidden/t26/ (torch 2.x).
+testdata/tshidden/t26/ (torch 2.6; another torch 2.x: tshidden/t<major><minor>/).
 
     /usr/bin/python3 testdata/gen_ts_hidden.py                 # torch 1.13
     chroot /work/jtests-trixie python3 /gen-ts/gen_ts_hidden.py  # torch 2.6 (testdata bind-mounted)
@@ -51,7 +51,9 @@ from torch.utils.mobile_optimizer import optimize_for_mobile
 
 V2 = not torch.__version__.startswith("1.")
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "tshidden", "t26" if V2 else "")
+# torch 2.x writes tshidden/t<major><minor> (2.6: tshidden/t26, the committed torch 2 set)
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    HERE, "tshidden", "t%s%s" % tuple(torch.__version__.split("+")[0].split(".")[:2]) if V2 else "")
 os.makedirs(OUT, exist_ok=True)
 torch.backends.quantized.engine = "qnnpack"
 
