@@ -55,6 +55,10 @@ TEST_CASE("hostile: every fixture truncated at every length gives a clean error"
 TEST_CASE("hostile: every fixture with each byte flipped gives a clean error or a result") {
   for (const auto& f : test::fixtures()) {
     if (std::filesystem::is_directory(f.file)) continue;
+    // t214 is t26's set written again by torch 2.14: the same writers and readers, so one torch 2 set's
+    // flips cover them (each flip re-reads the whole file; doubling the set doubles the sanitizer run).
+    // Every set is still truncated at every length above.
+    if (f.id.rfind("t214/", 0) == 0) continue;
     CAPTURE(f.id);
     std::string bytes = test::read_file(f.file);
     for (size_t pos = 0; pos < bytes.size(); ++pos) {
