@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""ckpt's JSON documents against the JSON Schema files in schemas/ (draft 2020-12), for every runner in
+tests/cli: each document names its schema in its `schema` field ("ckpt.summary/1"); that schema's file is
+schemas/ckpt.summary-1.schema.json ("/" becomes "-"); the document must satisfy it. A document without a
+`schema` field, with an id that has no file, or that breaks its schema is a problem, so a new output or
+a renamed field fails the test that printed it until schemas/ says so.
+
+Integers are strict here: ckpt writes counts without a fraction, and JSON Schema's `integer` would also
+take 2.0, which would hide a count written as a double.
+
+The validator is Debian's python3-jsonschema (4.10 in Debian 12; scripts/deps.sh installs it).
+
+    json_schemas.py --root . --self-test   # the schema files are valid schemas, and the validator catches a broken document
+    json_schemas.py --root . FILE...       # validate documents saved in files (one document, an array or JSON Lines)
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+try:
+    import jsonschema
+except ImportError as _e:  # every validation then reports it: no test passes without the check
+    jsonschema = None
+    _IMPORT_ERROR = "python3-jsonschema is missing for %s (%s): scripts/deps.sh installs it" % (sys.executable, _e)
+
+
+def schema_path(schema_id, root=ROOT):
+    """The file of a schema id: ckpt.summary/1 -> schemas/ckpt.summary-1.schema.json."""
+    return os.path.join(root, "schemas", schema_id.replace("/", "-") + ".schema.json")
+
+
+def is_sarif(doc):
+    """SARIF logs (check --format sarif) name the OASIS schema, not one of ckpt's: the SARIF test validates
+    them against the official schema."""
+    return isinstance(doc, dict) and "sarif" in str(doc.get("$schema", "")).lower() and "runs" in doc
+
+
+class Schemas:
+    """The validators of schemas/, loaded once per id."""
+
+    def __init__(self, root=ROOT):
+        self.root = root
+        self._validators = {}
+
+    def validator(self, schema_id):
+        """(validator, None) or (None, why not)."""
+        if jsonschema is None:
+            return None, _IMPORT_ERROR
+        if schema_id not in self._validators:
+            path = schema_path(schema_id, self.root)
+            if not os.path.isfile(path):
+                self._validators[schema_id] = (None, "no schema file %s for %r" % (os.path.relpath(path, self.root), schema_id))
+            else:
+                with open(path) as f:
+                    schema = json.load(f)
+                base = jsonschema.Draft202012Validator
+                strict = base.TYPE_CHECKER.redefine("integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+                cls = jsonschema.validators.extend(base, type_checker=strict)
+                self._validators[schema_id] = (cls(schema), None)
+        return self._validators[schema_id]
+
+    def problems(self, doc):
+        """What is wrong with one parsed document: [] when it satisfies its schema."""
+        if is_sarif(doc):
+            return []
+        if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
+            return ["not a ckpt document: no \"schema\" field in %s" % json.dumps(doc)[:120]]
+        v, why = self.validator(doc["schema"])
+        if v is None:
+            return [why]
+        out = []
+        for e in sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path)):
+            where = "/" + "/".join(str(p) for p in e.absolute_path)
+            out.append("%s %s: %s" % (doc["schema"], where, e.message[:300]))
+        return out[:10]
+
+    def output_problems(self, text):
+        """What is wrong with the JSON that one run printed: one document, an array of documents, or JSON
+        Lines (several inputs)."""
+        try:
+            doc = json.loads(text)
+            docs = doc if isinstance(doc, list) else [doc]
+        except json.JSONDecodeError as e:
+            try:
+                docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except json.JSONDecodeError:
+                return ["stdout is not JSON: %s" % e]
+        out = []
+        for d in docs:
+            out += self.problems(d)
+        return out
+
+
+def wants_json(args):
+    """Whether a command line asks ckpt for JSON."""
+    args = list(args)
+    return "--json" in args or "--format=json" in args or any(
+        a in ("--format", "-f") and b == "json" for a, b in zip(args, args[1:]))
+
+
+def refs(node):
+    """Every $ref in a schema (each file is self-contained: refs point into its own $defs)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref":
+                yield v
+            else:
+                yield from refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from refs(v)
+
+
+def self_test(root):
+    """The schema files are valid draft 2020-12 schemas with the $id and title of their name, their shared
+    definitions are the same in every file, and the validator rejects documents that break them."""
+    problems = []
+    if jsonschema is None:
+        return [_IMPORT_ERROR]
+    files = sorted(f for f in os.listdir(os.path.join(root, "schemas")) if f.endswith(".schema.json"))
+    shared = {}
+    for name in files:
+        schema = json.load(open(os.path.join(root, "schemas", name)))
+        sid = name[: -len(".schema.json")]
+        sid = sid[: sid.rfind("-")] + "/" + sid[sid.rfind("-") + 1:]
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as e:
+            problems.append("%s: not a valid schema: %s" % (name, e.message))
+        if schema.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
+            problems.append("%s: $schema is not draft 2020-12" % name)
+        if schema.get("$id") != "urn:ckpt:schema:" + sid or schema.get("title") != sid:
+            problems.append("%s: $id / title do not name %s" % (name, sid))
+        if schema.get("properties", {}).get("schema") != {"const": sid}:
+            problems.append("%s: the schema field is not const %r" % (name, sid))
+        for ref in refs(schema):
+            if not (ref.startswith("#/$defs/") and ref[len("#/$defs/"):] in schema.get("$defs", {})):
+                problems.append("%s: $ref %s names no definition of the file" % (name, ref))
+        for key, d in schema.get("$defs", {}).items():
+            if key in shared and shared[key][1] != d:
+                problems.append("%s: $defs/%s differs from %s's" % (name, key, shared[key][0]))
+            shared.setdefault(key, (name, d))
+    if len(files) < 4:
+        problems.append("only %d schema files in schemas/" % len(files))
+
+    # Documents that break the schemas in known ways: each must be caught, at the right place.
+    s = Schemas(root)
+    summary = {
+        "schema": "ckpt.summary/1", "file": "m.pt", "file_size": 10, "format": "torch-zip", "container": "zip", "prefix": "m",
+        "content": "state_dict", "model_key": "", "pickle_protocol": 2, "records": {"version": "3"}, "split_inferred": False,
+        "metadata": {},
+        "totals": {k: 0 for k in ("tensors", "elements", "unique_elements", "storage_bytes", "file_storage_bytes", "bytes", "parameters",
+                                  "trainable", "non_trainable", "buffers", "attributes", "parameter_bytes", "uninitialized", "meta",
+                                  "storages")},
+        "modules": [], "tensors": [], "warnings": [],
+    }
+    if s.problems(summary):
+        problems.append("a valid summary document is rejected: %s" % s.problems(summary))
+
+    def broken(what, change, where):
+        doc = copy.deepcopy(summary)
+        change(doc)
+        found = s.problems(doc)
+        if not found or (where and not any(where in p for p in found)):
+            problems.append("not caught: %s (got %s)" % (what, found))
+
+    broken("totals.parameters as a string", lambda d: d["totals"].update(parameters="26"), "/totals/parameters")
+    broken("totals.parameters as 26.0", lambda d: d["totals"].update(parameters=26.0), "/totals/parameters")
+    broken("a missing required field", lambda d: d["totals"].pop("buffers"), "'buffers' is a required property")
+    broken("an unknown format", lambda d: d.update(format="gguf"), "/format")
+    broken("a tensor kind outside the enum", lambda d: d["tensors"].append(
+        {"name": "w", "dtype": "float32", "shape": [2], "stride": [1], "numel": 2, "bytes": 8, "kind": "weight", "kind_inferred": False,
+         "state": "materialized", "requires_grad": False, "device": "cpu", "storage": "0", "offset": 0, "layout": "strided"}), "/tensors/0/kind")
+    broken("a finding with severity 'fatal'", lambda d: d["warnings"].append(
+        {"id": "meta-tensors", "severity": "fatal", "message": "m", "fix": "f", "where": []}), "/warnings/0/severity")
+    broken("methods outside TorchScript", lambda d: d.update(methods=[]), None)
+    extra = copy.deepcopy(summary)
+    extra["totals"]["new_count"] = 1
+    extra["a_new_field"] = {"x": 1}
+    if s.problems(extra):
+        problems.append("an additive field is rejected: %s" % s.problems(extra))
+    if not s.problems({"schema": "ckpt.nothing/1"}):
+        problems.append("an unknown schema id is accepted")
+    if not s.problems({"file": "m.pt"}):
+        problems.append("a document without a schema field is accepted")
+    if not s.output_problems("File: m.pt\n"):
+        problems.append("text is accepted as JSON")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=ROOT)
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("files", nargs="*")
+    a = ap.parse_args()
+    problems = self_test(a.root) if a.self_test else []
+    s = Schemas(a.root)
+    for f in a.files:
+        problems += ["%s: %s" % (f, p) for p in s.output_problems(open(f).read())]
+    for p in problems:
+        print("FAIL:", p)
+    print("schemas: %d problem(s)" % len(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
