@@ -137,6 +137,9 @@ def self_test(root):
             problems.append("%s: $id / title do not name %s" % (name, sid))
         if schema.get("properties", {}).get("schema") != {"const": sid}:
             problems.append("%s: the schema field is not const %r" % (name, sid))
+        closed = [k for k in ("additionalProperties", "unevaluatedProperties") if ('"%s": false' % k) in json.dumps(schema)]
+        if closed:
+            problems.append("%s: %s false: a /1 schema must let objects gain fields" % (name, ", ".join(closed)))
         for ref in refs(schema):
             if not (ref.startswith("#/$defs/") and ref[len("#/$defs/"):] in schema.get("$defs", {})):
                 problems.append("%s: $ref %s names no definition of the file" % (name, ref))
