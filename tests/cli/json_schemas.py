@@ -36,7 +36,7 @@ def schema_path(schema_id, root=ROOT):
 def is_sarif(doc):
     """SARIF logs (check --format sarif) name the OASIS schema, not one of ckpt's: the SARIF test validates
     them against the official schema."""
-    return isinstance(doc, dict) and "sarif" in str(doc.get("$schema", "")).lower() and "runs" in doc
+    return isinstance(doc, dict) and "runs" in doc and ("sarif" in str(doc.get("$schema", "")).lower() or doc.get("version") == "2.1.0")
 
 
 class Schemas:
@@ -181,6 +181,29 @@ def self_test(root):
     broken("a finding with severity 'fatal'", lambda d: d["warnings"].append(
         {"id": "meta-tensors", "severity": "fatal", "message": "m", "fix": "f", "where": []}), "/warnings/0/severity")
     broken("methods outside TorchScript", lambda d: d.update(methods=[]), None)
+    check = {"schema": "ckpt.check/1", "file": "m.pt", "format": None, "fail_on": "error", "failed": False,
+             "counts": {"error": 0, "warning": 1, "info": 0}, "read_error": "m.pt: not a checkpoint",
+             "findings": [{"id": "scan-incomplete", "severity": "warning", "message": "m", "fix": "f", "where": ["data.pkl+0x22"],
+                           "member": "data.pkl", "offset": 34, "opcode": "STACK_GLOBAL", "global": "posix.system"}]}
+    diff = {"schema": "ckpt.diff/1", "a": {"file": "a.pt", "format": "torch-zip", "tensors": 1},
+            "b": {"file": "b.pt", "format": "safetensors", "tensors": 1}, "values_compared": True, "atol": 0.0, "rtol": 0.0,
+            "keys_equal": True, "prefix": None, "paired": 1, "only_in_a": [], "only_in_b": [],
+            "changed": [{"a": "w", "b": "w", "dtype_a": "float32", "dtype_b": "float32", "shape_a": [2], "shape_b": [2],
+                         "values_compared": True, "values_equal": False, "max_abs_diff": 1.0, "max_rel_diff": 0.5, "within_tolerance": False}],
+            "max_abs_diff": 1.0, "equal": False, "within_tolerance": False}
+    for doc in (check, diff):
+        if s.problems(doc):
+            problems.append("a valid %s document is rejected: %s" % (doc["schema"], s.problems(doc)))
+    for what, doc, change, where in (
+            ("a finding offset as a string", check, lambda d: d["findings"][0].update(offset="0x22"), "/findings/0/offset"),
+            ("fail_on 'sometimes'", check, lambda d: d.update(fail_on="sometimes"), "/fail_on"),
+            ("a rule id that is not kebab-case", check, lambda d: d["findings"][0].update(id="Scan Incomplete"), "/findings/0/id"),
+            ("compared values without max_rel_diff", diff, lambda d: d["changed"][0].pop("max_rel_diff"), "/changed/0"),
+            ("within_tolerance null with --values", diff, lambda d: d.update(within_tolerance=None), "/within_tolerance")):
+        bad = copy.deepcopy(doc)
+        change(bad)
+        if not any(where in p for p in s.problems(bad)):
+            problems.append("not caught: %s (got %s)" % (what, s.problems(bad)))
     extra = copy.deepcopy(summary)
     extra["totals"]["new_count"] = 1
     extra["a_new_field"] = {"x": 1}
