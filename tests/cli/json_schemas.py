@@ -79,16 +79,22 @@ class Schemas:
         return out[:10]
 
     def output_problems(self, text):
-        """What is wrong with the JSON that one run printed: one document, an array of documents, or JSON
-        Lines (several inputs)."""
-        try:
-            doc = json.loads(text)
-            docs = doc if isinstance(doc, list) else [doc]
-        except json.JSONDecodeError as e:
+        """What is wrong with the JSON that one run printed: one document, an array of documents, or a
+        stream of documents (JSON Lines, or several documents one after the other: several inputs)."""
+        docs, dec, pos, values = [], json.JSONDecoder(), 0, 0
+        while True:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            if pos == len(text):
+                break
             try:
-                docs = [json.loads(line) for line in text.splitlines() if line.strip()]
-            except json.JSONDecodeError:
+                doc, pos = dec.raw_decode(text, pos)
+            except json.JSONDecodeError as e:
                 return ["stdout is not JSON: %s" % e]
+            docs += doc if isinstance(doc, list) else [doc]
+            values += 1
+        if not values:
+            return ["stdout holds no JSON document"]
         out = []
         for d in docs:
             out += self.problems(d)
@@ -215,6 +221,10 @@ def self_test(root):
         problems.append("a document without a schema field is accepted")
     if not s.output_problems("File: m.pt\n"):
         problems.append("text is accepted as JSON")
+    if s.output_problems(json.dumps(check) + "\n" + json.dumps(diff, indent=2) + "\n") or s.output_problems(json.dumps([check, check])):
+        problems.append("a stream or an array of valid documents is rejected")
+    if not s.output_problems(json.dumps(check) + "\n" + json.dumps(dict(diff, paired=-1)) + "\n"):
+        problems.append("a broken document after a valid one is accepted")
     return problems
 
 
