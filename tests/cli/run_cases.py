@@ -3,6 +3,7 @@
 each case gives the arguments, the exit code, and what stdout / stderr must hold. Paths in args are
 relative to the repository root. `stdout_golden` names a file under tests/cli/golden/ compared exactly;
 `stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON.
+Every case that prints JSON (or asks for it) is also validated against schemas/ (json_schemas.py).
 `stdout_terminal_safe` / `stderr_terminal_safe` (true) check the raw bytes: valid UTF-8, no control
 character but LF, no DEL, no C1 (U+0080-U+009F) or bidi control (U+061C, U+200E, U+200F,
 U+202A-U+202E, U+2066-U+2069): what a name from a hostile file must never put on a terminal.
@@ -13,6 +14,9 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json_schemas  # noqa: E402
 
 
 def pointer(doc, ptr):
@@ -44,7 +48,8 @@ def main():
     args = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     cases = json.load(open(os.path.join(here, "cases.json")))
-    failed = 0
+    schemas = json_schemas.Schemas(args.root)
+    failed = validated = 0
     for case in cases:
         env = dict(os.environ)
         env.pop("NO_COLOR", None)
@@ -86,12 +91,15 @@ def main():
                         problems.append("%s = %r, expected %r" % (ptr, got, want))
             except Exception as e:  # noqa: BLE001 - report any parse / lookup failure
                 problems.append("stdout is not the expected JSON: %s" % e)
+        if out.strip() and (out.lstrip()[0] in "{[" or json_schemas.wants_json(case["args"])):
+            validated += 1
+            problems += ["schema: " + pr for pr in schemas.output_problems(out)]
         status = "ok" if not problems else "FAIL"
         print("%-4s %s: ckpt %s" % (status, case["name"], " ".join(case["args"])))
         for pr in problems:
             print("     " + pr)
         failed += bool(problems)
-    print("%d passed, %d failed" % (len(cases) - failed, failed))
+    print("%d passed, %d failed; %d JSON outputs validated against schemas/" % (len(cases) - failed, failed, validated))
     return 1 if failed else 0
 
 

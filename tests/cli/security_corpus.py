@@ -14,7 +14,8 @@ and checks:
 - a malicious file has a dangerous-global finding whose `where` names each global of `must_name`
   (any listed spelling); a referenced-only file has an unknown-global finding and no error;
 - stdout and stderr of all three are clean: UTF-8, no control character but newline; stderr at most one line,
-  `ckpt: error: ...`; the text report's lines have the documented shapes; --json prints one document;
+  `ckpt: error: ...`; the text report's lines have the documented shapes; --json prints one document,
+  valid against schemas/ckpt.check-1.schema.json;
 - `summary` exits 0, 1 or 3, and nothing ends by a signal or with a status >= 128;
 - every run ends within 20 s;
 - the sentinel ($CKPT_SENTINEL, ./ckpt-sentinel, or a new /tmp/ckpt-sentinel) never appears.
@@ -32,6 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json_schemas  # noqa: E402
 
 LIMIT_S = 20
 TEXT_LINE = re.compile(r"^(?:(?:error|warning|info)\[[a-z0-9-]+\]: .*|  at: .*|  \.\.\. and \d+ more|  fix: .*"
@@ -85,6 +89,7 @@ def main():
     a = ap.parse_args()
     sec = os.path.join(os.path.abspath(a.root), "testdata", "security")
     ckpt = os.path.abspath(a.ckpt)
+    schemas = json_schemas.Schemas(os.path.abspath(a.root))
     with open(os.path.join(sec, "expected.json")) as f:
         expected = json.load(f)["files"]
     fixed_sentinel = "/tmp/ckpt-sentinel"
@@ -134,6 +139,7 @@ def main():
             if doc is not None:
                 if doc.get("schema") != "ckpt.check/1":
                     problems.append("check --json: schema %r" % doc.get("schema"))
+                problems += ["check --json: " + pr for pr in schemas.problems(doc)]
                 if doc.get("failed") != (jrc == 1):
                     problems.append("check --json: failed=%r with exit %d" % (doc.get("failed"), jrc))
             dangerous = [w for f in findings if f.get("id") == "dangerous-global" for w in f.get("where", [])]

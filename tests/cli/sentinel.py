@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """The malicious pickles in testdata/check/ try to create the file named by $CKPT_SENTINEL when Python
 unpickles them (gen_check.py proved they do). Run every ckpt command on each of them and prove the
-sentinel is never created: ckpt executes nothing a pickle asks for."""
+sentinel is never created: ckpt executes nothing a pickle asks for. The --json documents must also be
+valid against schemas/ (json_schemas.py)."""
 import argparse
 import glob
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json_schemas  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--ckpt", required=True)
@@ -18,6 +22,7 @@ files = sorted(glob.glob(os.path.join(a.root, "testdata", "check", "evil_*")) +
                glob.glob(os.path.join(a.root, "testdata", "check", "nested_*")) +
                glob.glob(os.path.join(a.root, "testdata", "check", "stack_global_*")))
 failed = 0
+schemas = json_schemas.Schemas(a.root)
 with tempfile.TemporaryDirectory() as tmp:
     sentinel = os.path.join(tmp, "pwned")
     env = dict(os.environ, CKPT_SENTINEL=sentinel)
@@ -28,6 +33,10 @@ with tempfile.TemporaryDirectory() as tmp:
             if bad:
                 failed += 1
                 print("FAIL", os.path.basename(f), cmd, p.returncode)
+            problems = schemas.output_problems(p.stdout.decode("utf-8", "replace")) if "--json" in cmd and p.stdout.strip() else []
+            if problems:
+                failed += 1
+                print("FAIL", os.path.basename(f), cmd, "; ".join(problems))
         if cmd and "check" in cmd:
             p = subprocess.run([a.ckpt, "check", f], env=env, capture_output=True, text=True)
             if "dangerous-global" not in p.stdout:

@@ -5,7 +5,8 @@ The cases live in two modules, each a suite with one entry point run(t):
   load      load_cases.py: `ckpt load`
   forward   forward_cases.py: `ckpt summary --example-input`
 
-This file is their one harness: running ckpt, parsing its JSON, counting checks, printing every failed
+This file is their one harness: running ckpt, parsing its JSON and validating it against schemas/
+(json_schemas.py: every JSON document a case prints is a check), counting checks, printing every failed
 check as it happens and a tally per suite; the exit code is 1 when any check of any suite failed.
 ctest runs each suite as its own test (load_cases, forward_cases), so each keeps its own timeout.
 
@@ -19,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forward_cases  # noqa: E402
+import json_schemas  # noqa: E402
 import load_cases  # noqa: E402
 
 SUITES = {"load": load_cases, "forward": forward_cases}
@@ -33,6 +35,7 @@ class Harness:
         self.td = os.path.join(root, "testdata")
         self.checks = 0
         self.failures = []
+        self.schemas = json_schemas.Schemas(root)
 
     def check(self, cond, what):
         self.checks += 1
@@ -43,6 +46,9 @@ class Harness:
     def run(self, *args, exe=None):
         """(exit code, stdout, stderr) of `ckpt ARGS` (or another binary: exe)."""
         p = subprocess.run([exe or self.ckpt, *args], capture_output=True, text=True, timeout=300)
+        if p.stdout.strip() and (p.stdout.lstrip()[0] in "{[" or json_schemas.wants_json(args)):
+            problems = self.schemas.output_problems(p.stdout)
+            self.check(not problems, "ckpt %s: JSON against schemas/: %s" % (" ".join(map(str, args)), "; ".join(problems)))
         return p.returncode, p.stdout, p.stderr
 
     def run_json(self, *args, exe=None):
