@@ -15,8 +15,8 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
   sub->add_option("a", o.a, "First checkpoint (any format summary reads)")->required()->type_name("A");
   sub->add_option("b", o.b, "Second checkpoint")->required()->type_name("B");
   sub->add_flag("--values", o.values, "Compare tensor values too (max absolute / relative difference per tensor)");
-  sub->add_option("--atol", o.atol, "Absolute tolerance for --values: |a - b| <= atol + rtol * |b|")->default_val(0.0);
-  sub->add_option("--rtol", o.rtol, "Relative tolerance for --values")->default_val(0.0);
+  sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
+  sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.diff/1)");
   sub->add_option("--strip-prefix", o.strip_prefix,
                   "Remove this prefix from the keys of both files that start with it before pairing (e.g. _orig_mod., module.)")

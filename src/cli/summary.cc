@@ -28,7 +28,7 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   sub->add_option("-f,--format", o.format, "Output format")
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->default_val("text");
-  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1)");
+  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1); with --format text or markdown, a usage error");
   sub->add_option(
          "--model", o.model,
          "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
