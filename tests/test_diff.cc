@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/diff.h"
+#include "core/error.h"
 #include "core/reader.h"
 #include "fixtures.h"
 
@@ -57,4 +59,66 @@ TEST_CASE("diff: pairs computed by PyTorch") {
     CHECK(r.equal == p["equal"].get<bool>());
     CHECK(r.within_tolerance == p["within_tolerance"].get<bool>());
   }
+}
+
+TEST_CASE("diff: --strip-prefix / --add-prefix accept the rename PyTorch's pairing found") {
+  const auto dir = test::testdata() / "formats" / "diff";
+  const json e = test::read_json(dir / "expected.json");
+  const Checkpoint a = read_checkpoint((dir / e["a"].get<std::string>()).string());
+  size_t renamed_pairs = 0;
+  for (auto it = e["pairs"].begin(); it != e["pairs"].end(); ++it) {
+    CAPTURE(it.key());
+    const json& p = it.value();
+    const Checkpoint b = read_checkpoint((dir / it.key()).string());
+    DiffOptions plain;
+    plain.values = true;
+    plain.atol = e["atol"].get<double>();
+    // Without renaming, the hint names the flag exactly when PyTorch's definition pairs through a prefix.
+    const DiffResult r0 = diff_checkpoints(a, b, plain);
+    if (p["prefix"].is_null()) {
+      CHECK(r0.hint_strip_prefix.empty());
+      continue;
+    }
+    ++renamed_pairs;
+    REQUIRE(p["prefix"].contains("b_adds"));
+    const std::string prefix = p["prefix"]["b_adds"];
+    CHECK(r0.hint_strip_prefix == prefix);
+    CHECK(r0.equal == p["equal"].get<bool>());
+    // --strip-prefix works in either order; --add-prefix renames A's keys to B's.
+    DiffOptions strip = plain, add = plain;
+    strip.strip_prefix = prefix;
+    add.add_prefix = prefix;
+    for (const auto& [r, what] :
+         {std::pair{diff_checkpoints(a, b, strip), "strip a b"}, std::pair{diff_checkpoints(b, a, strip), "strip b a"},
+          std::pair{diff_checkpoints(a, b, add), "add a b"}}) {
+      CAPTURE(what);
+      CHECK(r.keys_equal);
+      CHECK(r.prefix_op.empty());
+      CHECK(r.hint_strip_prefix.empty());
+      CHECK(r.paired == p["paired"].get<size_t>());
+      CHECK(r.only_in_a.empty());
+      CHECK(r.only_in_b.empty());
+      CHECK(r.equal == p["equal_after_pairing"].get<bool>());
+      CHECK(r.within_tolerance == p["within_tolerance_after_pairing"].get<bool>());
+    }
+    // Adding to B's side instead pairs nothing: the rule is one-sided on purpose.
+    const DiffResult wrong = diff_checkpoints(b, a, add);
+    CHECK_FALSE(wrong.equal);
+  }
+  CHECK(renamed_pairs >= 1);
+}
+
+TEST_CASE("diff: renaming two keys of one file to the same name is a usage error") {
+  const auto dir = test::testdata() / "formats" / "diff";
+  const Checkpoint a = read_checkpoint((dir / "a.pt").string());
+  Checkpoint twice = read_checkpoint((dir / "a.pt").string());
+  REQUIRE(!twice.tensors.empty());
+  Tensor extra = twice.tensors.front();
+  extra.name = "_orig_mod." + extra.name;
+  twice.tensors.push_back(extra);
+  DiffOptions o;
+  CHECK_NOTHROW(diff_checkpoints(twice, a, o));
+  o.strip_prefix = "_orig_mod.";
+  CHECK_THROWS_AS(diff_checkpoints(twice, a, o), UsageError);
+  CHECK_THROWS_AS(diff_checkpoints(a, twice, o), UsageError);
 }

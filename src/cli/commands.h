@@ -29,6 +29,9 @@ struct SummaryOptions : LimitOptions {
 };
 
 void setup_summary(CLI::App& app, SummaryOptions& o);
+// Conflicting flags, and flags that would do nothing, refused (UsageError) before any file is read; `sub`
+// tells which flags were given. The same for validate_diff and validate_load.
+void validate_summary(const CLI::App& sub, const SummaryOptions& o);
 // Without a forward: ckpt. With --example-input: ckpt execs ckpt-torch, which runs it (cli/forward.cc).
 int run_summary(const SummaryOptions& o);
 
@@ -52,9 +55,11 @@ struct DiffCliOptions : LimitOptions {
   bool values = false;
   double atol = 0.0, rtol = 0.0;
   bool json = false;
+  std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
 };
 
 void setup_diff(CLI::App& app, DiffCliOptions& o);
+void validate_diff(const CLI::App& sub, const DiffCliOptions& o);
 int run_diff(const DiffCliOptions& o);
 
 // `ckpt load` (src/cli/load_setup.cc: options, in both binaries; src/cli/load.cc: run, in ckpt-torch only).
@@ -71,6 +76,7 @@ struct LoadOptions : LimitOptions {
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);
+void validate_load(const CLI::App& sub, const LoadOptions& o);
 // ckpt-torch only: does the load. ckpt hands the command line over with run_load_overlapped (precheck.h).
 int run_load(const LoadOptions& o);
 

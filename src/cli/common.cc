@@ -1,12 +1,18 @@
+// What the subcommands share (see common.h): --limit, colour, usage errors and suggestions, ckpt-torch.
 #include "cli/common.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/text.h"
 
 namespace ckpt::cli {
 
@@ -33,6 +39,134 @@ void add_limit_option(CLI::App* sub, LimitOptions& o) {
 bool use_color(int fd) {
   const char* nc = std::getenv("NO_COLOR");
   return isatty(fd) && (nc == nullptr || nc[0] == '\0');
+}
+
+void print_usage_error(const std::string& message, const std::string& help_for) {
+  std::string m = message;
+  while (!m.empty() && m.back() == '\n') m.pop_back();
+  fmt::print(stderr, "ckpt: error: {}\n", visible(m));
+  if (!help_for.empty()) fmt::print(stderr, "Try '{} --help' for more information.\n", help_for);
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // Three rows suffice for adjacent transpositions.
+  std::vector<size_t> prev2(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+    }
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  // Dashes do not count towards the length: `--jsn` is a 3-letter word.
+  const size_t letters = word.size() - std::min(word.find_first_not_of('-'), word.size());
+  const size_t limit = letters >= 6 ? 2 : 1;
+  std::optional<std::string> best;
+  size_t best_d = limit + 1;
+  bool tie = false;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best = c;
+      best_d = d;
+      tie = false;
+    } else if (d == best_d) {
+      tie = true;
+    }
+  }
+  if (best && !tie) return best;
+  // `--val` for `--values`: a prefix of exactly one candidate, at least 3 letters long.
+  std::optional<std::string> prefixed;
+  if (letters >= 3)
+    for (const std::string& c : candidates)
+      if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) {
+        if (prefixed) return std::nullopt;
+        prefixed = c;
+      }
+  return prefixed;
+}
+
+namespace {
+
+bool is_help(const std::string& a) { return a == "-h" || a == "--help"; }
+bool is_version(const std::string& a) { return a == "-V" || a == "--version"; }
+
+// `--name` of `--name=value`, or `-x` of `-xVALUE`; "" for what is not an option (`-`, `-1`, `--`).
+std::string option_name(const std::string& a) {
+  if (a.size() > 2 && a[0] == '-' && a[1] == '-') return a.substr(0, a.find('='));
+  if (a.size() > 1 && a[0] == '-' && std::isalpha(static_cast<unsigned char>(a[1]))) return a.substr(0, 2);
+  return "";
+}
+
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& n : o->get_lnames()) out.push_back("--" + n);
+    for (const std::string& n : o->get_snames()) out.push_back("-" + n);
+  }
+  out.push_back("--version");
+  out.push_back("-V");
+  return out;
+}
+
+}  // namespace
+
+std::optional<int> preparse(CLI::App& app, int argc, char** argv, const std::string& version, std::string& command) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // --version / -V anywhere before `--` (and before any --help, which answers first) prints the version.
+  for (const std::string& a : args) {
+    if (a == "--" || is_help(a)) break;
+    if (is_version(a)) {
+      fmt::print("{}\n", version);
+      return 0;
+    }
+  }
+  const CLI::App* sub = nullptr;
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (is_help(a)) return std::nullopt;  // CLI11 prints the help of what came before it
+    const std::string name = option_name(a);
+    const CLI::App& scope = sub ? *sub : app;
+    if (!name.empty()) {
+      if (scope.get_option_no_throw(name) != nullptr) continue;
+      const std::string where = sub ? "ckpt " + sub->get_name() : "ckpt";
+      const auto hint = closest_match(name, option_names(scope));
+      std::string msg = fmt::format("unknown option '{}'{}", name, sub ? " for 'ckpt " + sub->get_name() + "'" : "");
+      if (hint) msg += fmt::format("; did you mean '{}'?", *hint);
+      print_usage_error(msg, where);
+      return kExitUsage;
+    }
+    if (sub || a.empty() || a[0] == '-') continue;  // a value, a file, or `-` (stdin)
+    std::vector<std::string> names;
+    for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names.push_back(s->get_name());
+      if (s->get_name() == a) sub = s;
+    }
+    if (sub) {
+      command = "ckpt " + sub->get_name();
+      continue;
+    }
+    const auto hint = closest_match(a, names);
+    std::string msg = fmt::format("unknown command '{}'", a);
+    if (hint) {
+      msg += fmt::format("; did you mean '{}'?", *hint);
+    } else {
+      std::string all;
+      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+      msg += " (commands: " + all + ")";
+    }
+    print_usage_error(msg, "ckpt");
+    return kExitUsage;
+  }
+  return std::nullopt;
 }
 
 void exec_torch_backend(int argc, char** argv, const char* what) {

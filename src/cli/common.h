@@ -1,7 +1,10 @@
-// What the subcommands share: --limit, colour, and handing a command over to ckpt-torch (in both binaries).
+// What the subcommands share: --limit, colour, usage errors (one prefix, suggestions for typos) and
+// handing a command over to ckpt-torch (in both binaries).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +22,21 @@ void add_limit_option(CLI::App* sub, LimitOptions& o);
 
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);
+
+// Usage errors: every one starts `ckpt: error:`, like ckpt's other errors, so that scripts and users
+// find one shape. `help_for` ("ckpt summary") adds a second line pointing at its --help.
+void print_usage_error(const std::string& message, const std::string& help_for);
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions: `sumary`, `--jsno`).
+size_t edit_distance(std::string_view a, std::string_view b);
+// The candidate a mistyped `word` most likely meant: within edit distance 1 (2 for words of 6+
+// characters), or the only candidate `word` is a prefix of; nullopt when nothing is that close.
+std::optional<std::string> closest_match(const std::string& word, const std::vector<std::string>& candidates);
+
+// What CLI11 would get wrong or say unhelpfully, checked on argv before it parses: an unknown command or
+// long/short option (with a suggestion), and --version / -V after a command. Returns the exit code when
+// the command line is already answered; `command` is set to the subcommand named (for hints).
+std::optional<int> preparse(CLI::App& app, int argc, char** argv, const std::string& version, std::string& command);
 
 // ckpt: execs its sibling ckpt-torch (or $CKPT_TORCH) with the same arguments; `what` names the
 // command in the EnvironmentError thrown when it cannot.

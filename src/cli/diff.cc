@@ -1,3 +1,4 @@
+// `ckpt diff A B`: options, and the run that compares (core/diff.h) and renders (core/render_report.h).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,19 +15,33 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
   sub->add_option("a", o.a, "First checkpoint (any format summary reads)")->required()->type_name("A");
   sub->add_option("b", o.b, "Second checkpoint")->required()->type_name("B");
   sub->add_flag("--values", o.values, "Compare tensor values too (max absolute / relative difference per tensor)");
-  sub->add_option("--atol", o.atol, "Absolute tolerance for --values: |a - b| <= atol + rtol * |b|")->default_val(0.0);
-  sub->add_option("--rtol", o.rtol, "Relative tolerance for --values")->default_val(0.0);
+  sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
+  sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.diff/1)");
+  sub->add_option("--strip-prefix", o.strip_prefix,
+                  "Remove this prefix from the keys of both files that start with it before pairing (e.g. _orig_mod., module.)")
+      ->type_name("P");
+  sub->add_option("--add-prefix", o.add_prefix, "Add this prefix to every key of A (after --strip-prefix) before pairing")
+      ->type_name("P");
   add_limit_option(sub, o);
 }
 
-int run_diff(const DiffCliOptions& o) {
+void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
+  if (!o.values && (sub.count("--atol") > 0 || sub.count("--rtol") > 0))
+    throw UsageError("--atol / --rtol need --values (without it no value is compared)");
   if (o.atol < 0 || o.rtol < 0) throw UsageError("--atol and --rtol must not be negative");
+  if (sub.count("--strip-prefix") > 0 && o.strip_prefix.empty()) throw UsageError("--strip-prefix: the prefix is empty");
+  if (sub.count("--add-prefix") > 0 && o.add_prefix.empty()) throw UsageError("--add-prefix: the prefix is empty");
+}
+
+int run_diff(const DiffCliOptions& o) {
   const Limits lim = o.resolve();
   // Both stay mapped while values are compared; the process exits right after (see summary.cc).
   auto* a = new Checkpoint(read_checkpoint(o.a, lim));
   auto* b = new Checkpoint(read_checkpoint(o.b, lim));
   DiffOptions d;
+  d.strip_prefix = o.strip_prefix;
+  d.add_prefix = o.add_prefix;
   d.values = o.values;
   d.atol = o.atol;
   d.rtol = o.rtol;

@@ -22,9 +22,22 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")
       ->type_name("D");
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.load/1)");
-  sub->add_flag("--checksum", o.checksum, "CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
-  sub->add_flag("--tensors", o.tensors, "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf");
+  sub->add_flag("--checksum", o.checksum,
+                "With --json: CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
+  sub->add_flag("--tensors", o.tensors,
+                "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf (JSON lists all)");
   add_limit_option(sub, o);
+}
+
+void validate_load(const CLI::App& sub, const LoadOptions& o) {
+  (void)sub;
+  // Each of these would be accepted and do nothing, which reads as if it had worked.
+  if (o.empty_init && o.model.empty())
+    throw UsageError("--empty-init needs --model (it skips the architecture's own weights; without --model there are none)");
+  if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
+    throw UsageError("--strip-prefix / --add-prefix need --model");
+  if (o.checksum && !o.json) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
+  if (o.tensors && o.json) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
 }
 
 }  // namespace ckpt::cli

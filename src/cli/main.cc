@@ -23,6 +23,8 @@ namespace {
 // refusing what it can without LibTorch and without changing which error comes first (load's --device).
 struct Command {
   const char* name;
+  // Refuses conflicting flags, and flags that would do nothing, before any file is read (UsageError).
+  std::function<void(const CLI::App&)> validate;
   std::function<bool()> needs_torch;  // null: never (ckpt-torch then exits normally, not with _Exit)
   std::function<int()> run;  // in ckpt, only when !needs_torch()
   std::function<int()> to_torch;  // ckpt: exec ckpt-torch, or fork and exec it (load, precheck.h)
@@ -36,7 +38,8 @@ int main(int argc, char** argv) {
       "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"
       "sharded, DCP) without Python and without executing anything the file contains.",
       "ckpt"};
-  app.set_version_flag("-V,--version", "ckpt " CKPT_VERSION);
+  const std::string version = "ckpt " CKPT_VERSION;
+  app.set_version_flag("-V,--version", version, "Print the version and exit");
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 "
@@ -50,31 +53,38 @@ int main(int argc, char** argv) {
   setup_diff(app, diff);
   LoadOptions load;
   setup_load(app, load);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    sub->set_version_flag("-V,--version", version, "Print the version and exit");  // preparse answers it first
   const Command commands[] = {
-    {"summary", [&] { return summary.wants_forward(); }, [&] { return run_summary(summary); },
+    {"summary", [&](const CLI::App& sub) { validate_summary(sub, summary); }, [&] { return summary.wants_forward(); },
+     [&] { return run_summary(summary); },
      // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
      [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
-    {"check", nullptr, [&] { return run_check(check); }, nullptr},
-    {"diff", nullptr, [&] { return run_diff(diff); }, nullptr},
+    {"check", [](const CLI::App&) {}, nullptr, [&] { return run_check(check); }, nullptr},
+    {"diff", [&](const CLI::App& sub) { validate_diff(sub, diff); }, nullptr, [&] { return run_diff(diff); }, nullptr},
 #ifdef CKPT_WITH_TORCH
-    {"load", [] { return true; }, [&] { return run_load(load); },
+    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, [&] { return run_load(load); },
 #else
-    {"load", [] { return true; }, nullptr,
+    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
 #endif
      [&] {
        ckpt::parse_device_spec(load.device);  // what run_load checks first: refused before any fork
        return run_load_overlapped(argc, argv, load);
      }},
   };
+  std::string command = "ckpt";  // the one named, for the --help hint
+  if (const auto rc = preparse(app, argc, argv, version, command)) return *rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: on stdout
+    print_usage_error(e.what(), command);
+    return ckpt::kExitUsage;
   }
   try {
     for (const Command& c : commands) {
       if (!app.got_subcommand(c.name)) continue;
+      c.validate(*app.get_subcommand(c.name));
 #ifdef CKPT_WITH_TORCH
       if (c.needs_torch) {
         // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.

@@ -20,13 +20,15 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                   "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json) or a DCP directory")
       ->required()
       ->type_name("FILE");
-  sub->add_option("-d,--depth", o.depth, "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth")
+  sub->add_option("-d,--depth", o.depth,
+                  "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth; text and markdown only (JSON "
+                  "lists every module)")
       ->default_val(1)
       ->type_name("N");
   sub->add_option("-f,--format", o.format, "Output format")
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->default_val("text");
-  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1)");
+  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1); with --format text or markdown, a usage error");
   sub->add_option(
          "--model", o.model,
          "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
@@ -54,6 +56,14 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")
       ->default_val("cpu");
   add_limit_option(sub, o);
+}
+
+void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
+  // --json is --format json: with another --format it would silently win, so the pair is refused.
+  if (o.json && sub.count("--format") > 0 && o.format != "json")
+    throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
+  if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
+    throw UsageError("--strip-prefix / --add-prefix need --model");
 }
 
 namespace {
@@ -90,8 +100,6 @@ int run_summary(const SummaryOptions& o) {
       throw UsageError(
           fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
     model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
-  } else if (!o.strip_prefix.empty() || !o.add_prefix.empty()) {
-    throw UsageError("--strip-prefix / --add-prefix need --model");
   }
   if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
   if (o.wants_forward() && !arch && ck.format != Format::TorchScript)

@@ -8,8 +8,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/error.h"
 #include "core/keys.h"
 #include "core/storage.h"
+#include "core/text.h"
 #include "core/values.h"
 
 namespace ckpt {
@@ -23,31 +25,50 @@ const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
   return index.bytes(*s).data();
 }
 
+// Each key under its renamed name (renamed_key, as load does), refusing two keys that become one.
+std::unordered_map<std::string, size_t> renamed_keys(const Checkpoint& c, const char* side, const std::string& strip,
+                                                     const std::string& add, std::vector<std::string>& names) {
+  std::unordered_map<std::string, size_t> out;
+  for (size_t k = 0; k < c.tensors.size(); ++k) {
+    names.push_back(renamed_key(c.tensors[k].name, strip, add));
+    const auto [it, fresh] = out.emplace(names.back(), k);
+    if (!fresh && (!strip.empty() || !add.empty()))
+      throw UsageError(fmt::format("renaming gives keys '{}' and '{}' of {} the same name '{}'",
+                                   visible(c.tensors[it->second].name), visible(c.tensors[k].name), side, visible(names.back())));
+  }
+  return out;
+}
+
 }  // namespace
 
 DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
   DiffResult r;
-  std::unordered_map<std::string, size_t> in_a, in_b;
-  for (size_t k = 0; k < A.tensors.size(); ++k) in_a.emplace(A.tensors[k].name, k);
-  for (size_t k = 0; k < B.tensors.size(); ++k) in_b.emplace(B.tensors[k].name, k);
+  std::vector<std::string> names_a, names_b;  // renamed, index-aligned with A.tensors / B.tensors
+  const auto in_a = renamed_keys(A, "A", o.strip_prefix, o.add_prefix, names_a);
+  const auto in_b = renamed_keys(B, "B", o.strip_prefix, "", names_b);
   size_t exact = 0;
   for (const auto& [name, k] : in_a) exact += in_b.count(name);
   r.keys_equal = exact == in_a.size() && exact == in_b.size();
 
   // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
   if (!r.keys_equal) {
-    std::vector<std::string> names_a;
-    std::unordered_set<std::string> names_b;
-    for (const Tensor& t : A.tensors) names_a.push_back(t.name);
-    for (const Tensor& t : B.tensors) names_b.insert(t.name);
-    const PrefixRename best = best_prefix_rename(names_a, names_b);
+    const std::unordered_set<std::string> set_b(names_b.begin(), names_b.end());
+    const PrefixRename best = best_prefix_rename(names_a, set_b);
     // A rename explains the files only when it pairs more keys than names do, and at least half of them.
     if (best.op != PrefixRename::None && best.paired > exact && best.paired * 2 >= std::min(in_a.size(), in_b.size())) {
       r.prefix_op = best.op == PrefixRename::Add ? "b_adds" : "b_removes";
       r.prefix = best.prefix;
+      if (o.strip_prefix.empty() && o.add_prefix.empty()) {
+        // Stripped from both sides, the prefix pairs keys in either direction: say so when it pairs as many.
+        std::unordered_set<std::string> stripped_b;
+        for (const std::string& n : names_b) stripped_b.insert(renamed_key(n, best.prefix, ""));
+        size_t paired = 0;
+        for (const std::string& n : names_a) paired += stripped_b.count(renamed_key(n, best.prefix, ""));
+        if (paired >= best.paired) r.hint_strip_prefix = best.prefix;
+      }
     }
   }
-  auto partner = [&](const std::string& a_name) -> const Tensor* {
+  auto partner = [&](const std::string& a_name) -> const Tensor* {  // a_name renamed
     std::string b_name = a_name;
     if (r.prefix_op == "b_adds") b_name = r.prefix + a_name;
     if (r.prefix_op == "b_removes") {
@@ -60,8 +81,9 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   const StorageIndex index_a(A), index_b(B);
   std::unordered_map<const Tensor*, bool> matched_b;
-  for (const Tensor& ta : A.tensors) {
-    const Tensor* tb = partner(ta.name);
+  for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
+    const Tensor& ta = A.tensors[ka];
+    const Tensor* tb = partner(names_a[ka]);
     if (!tb) {
       r.only_in_a.push_back(ta.name);
       continue;

@@ -12,6 +12,10 @@
 namespace ckpt {
 
 struct DiffOptions {
+  // Renaming before keys pair (README, "ckpt diff"): --strip-prefix removes the prefix from the keys of
+  // BOTH files that start with it (so `_orig_mod.` pairs in either order); --add-prefix then prepends to
+  // every key of A, as `load --add-prefix` does to FILE's keys.
+  std::string strip_prefix, add_prefix;
   bool values = false;
   double atol = 0.0;
   double rtol = 0.0;
@@ -33,7 +37,10 @@ struct DiffResult {
   std::vector<std::string> only_in_a, only_in_b;
   std::string prefix_op;  // "" | "b_adds" | "b_removes"
   std::string prefix;  // e.g. "_orig_mod."
-  bool keys_equal = true;  // same names without any prefix pairing
+  // The --strip-prefix that would pair the keys the detected prefix pairs ("" when none is needed or
+  // the user already gave one): the output names the flag.
+  std::string hint_strip_prefix;
+  bool keys_equal = true;  // same names after --strip-prefix / --add-prefix, without any detected pairing
   std::vector<TensorDiff> changed;  // dtype / shape / value differences
   size_t paired = 0, compared = 0;
   double max_abs = 0.0;
@@ -43,6 +50,7 @@ struct DiffResult {
   bool same(const DiffOptions& o) const { return o.values ? within_tolerance : equal; }
 };
 
+// Throws UsageError when renaming gives two keys of one file the same name.
 DiffResult diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& o);
 
 }  // namespace ckpt

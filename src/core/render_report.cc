@@ -57,9 +57,14 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
   std::string out;
   out += fmt::format("A: {} ({}, {} tensors)\n", visible(a_path), format_title(a), a.tensors.size());
   out += fmt::format("B: {} ({}, {} tensors)\n", visible(b_path), format_title(b), b.tensors.size());
+  if (!o.strip_prefix.empty() || !o.add_prefix.empty())
+    out += fmt::format("renamed: strip '{}' (both), add '{}' (A)\n", visible(o.strip_prefix), visible(o.add_prefix));
   if (!r.prefix_op.empty())
     out += fmt::format("renamed: B is A {} the '{}' prefix ({} keys paired through it)\n",
                        r.prefix_op == "b_adds" ? "with" : "without", visible(r.prefix), r.paired);
+  if (!r.hint_strip_prefix.empty())
+    out += fmt::format("hint: keys differ only by that prefix: --strip-prefix '{}' compares them as the same keys\n",
+                       visible(r.hint_strip_prefix));
   for (const auto& k : r.only_in_a) out += fmt::format("only in A: {}\n", visible(k));
   for (const auto& k : r.only_in_b) out += fmt::format("only in B: {}\n", visible(k));
   for (const TensorDiff& d : r.changed) {
@@ -93,6 +98,9 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
   j["rtol"] = o.rtol;
   j["keys_equal"] = r.keys_equal;
   j["prefix"] = r.prefix_op.empty() ? J(nullptr) : J{{r.prefix_op, r.prefix}};
+  j["strip_prefix"] = o.strip_prefix;
+  j["add_prefix"] = o.add_prefix;
+  j["hint_strip_prefix"] = r.hint_strip_prefix.empty() ? J(nullptr) : J(r.hint_strip_prefix);
   j["paired"] = r.paired;
   j["only_in_a"] = r.only_in_a;
   j["only_in_b"] = r.only_in_b;
