@@ -32,7 +32,8 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"uninitialized-parameters", Severity::Warning, "UninitializedParameter / UninitializedBuffer entries",
        "run one forward pass with a real input before saving, so lazy modules infer their shapes"},
       {"empty-init-compile", Severity::Warning, "Lightning checkpoint with compiled-submodule keys",
-       "don't run compiled submodules inside init_module(empty_init=...): load first, compile after, or strip '_orig_mod.' and load into the uncompiled module"},
+       "don't run compiled submodules inside init_module(empty_init=...): load first, compile after, or strip '_orig_mod.' and "
+       "load into the uncompiled module"},
       {"data-dependent-control-flow", Severity::Warning, "TorchScript branches on a tensor value",
        "use torch.cond or torch.where instead of Python control flow on tensor values"},
       {"tensor-item", Severity::Warning, "TorchScript aten::item / prim::tolist",
@@ -46,17 +47,17 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"print-call", Severity::Info, "TorchScript print() calls (graph breaks under torch.compile)",
        "remove the print, or guard it with torch.compiler.is_compiling()"},
       {"dangerous-global", Severity::Error, "pickle globals the pickle calls, builds or changes that are not on the allowlist",
-       "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a trusted source or re-save them as safetensors"},
+       "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a trusted source or "
+       "re-save them as safetensors"},
       {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names",
        "inspect these names before loading with weights_only=False, or allow them with torch.serialization.add_safe_globals"},
-      {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end",
-       "treat the file as untrusted"},
+      {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end", "treat the file as untrusted"},
       {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)",
-       "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program (torch.export.save) or safetensors instead"},
+       "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program "
+       "(torch.export.save) or safetensors instead"},
       {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants",
        "none needed for inference; keep the unfrozen module to train or load a state dict"},
-      {"tied-weights", Severity::Info, "entries sharing one tensor",
-       "none needed; this is how tied weights are saved"},
+      {"tied-weights", Severity::Info, "entries sharing one tensor", "none needed; this is how tied weights are saved"},
       {"storage-views", Severity::Info, "storages viewed by several different entries",
        "none needed; each distinct view is counted, the storage once in storage_bytes"},
   };
