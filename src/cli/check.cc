@@ -1,3 +1,5 @@
+// `ckpt check FILE`: compile, load and security findings with an exit code for CI, as text, ckpt.check/1
+// JSON or SARIF 2.1.0. A file that could not be checked is reported as such, never as "pass".
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,6 +15,13 @@
 #include "core/render_report.h"
 #include "core/summary.h"
 #include "core/text.h"
+
+#ifndef CKPT_VERSION
+#define CKPT_VERSION "0.0.0"
+#endif
+#ifndef CKPT_HOMEPAGE_URL
+#define CKPT_HOMEPAGE_URL ""
+#endif
 
 namespace ckpt::cli {
 
@@ -36,8 +45,13 @@ int rank(Severity s) { return s == Severity::Info ? 0 : s == Severity::Warning ?
 void setup_check(CLI::App& app, CheckOptions& o) {
   auto* sub = app.add_subcommand("check", "Compile, load and security findings, with an exit code for CI");
   sub->add_option("file", o.file, "Checkpoint to check")->required()->type_name("FILE");
-  sub->add_flag("--json", o.json, "JSON output (schema ckpt.check/1)");
-  sub->add_option("--fail-on", o.fail_on, "Exit 1 when a finding reaches this severity")
+  sub->add_flag("--json", o.json, "JSON output (schema ckpt.check/1); the same as --format json");
+  sub->add_option("--format", o.format, "Output: text, json (schema ckpt.check/1) or sarif (SARIF 2.1.0)")
+      ->check(CLI::IsMember({"text", "json", "sarif"}))
+      ->type_name("FORMAT");
+  sub->add_option("--fail-on", o.fail_on,
+                  "Exit 1 when a finding reaches this severity; a file that was not (fully) scanned exits 3 unless "
+                  "this is never")
       ->check(CLI::IsMember({"info", "warning", "error", "never"}))
       ->default_val("error");
   std::string ids;
@@ -51,6 +65,9 @@ void setup_check(CLI::App& app, CheckOptions& o) {
 }
 
 int run_check(const CheckOptions& o) {
+  if (o.json && !o.format.empty() && o.format != "json")
+    throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
+  const std::string format = o.json ? "json" : o.format.empty() ? "text" : o.format;
   const auto only = split_ids(o.only), skip = split_ids(o.skip);
   for (const auto& id : only) {
     const auto& cat = rule_catalogue();
@@ -63,14 +80,21 @@ int run_check(const CheckOptions& o) {
       throw UsageError(fmt::format("--skip: unknown rule id '{}'", id));
   }
 
-  std::error_code ec;
-  if (!std::filesystem::exists(o.file, ec)) (void)MappedFile::open(o.file);  // the plain "cannot open" error, exit 3
-  CheckResult result = run_checks(o.file, o.resolve());
+  CheckResult result;
+  try {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.file, ec)) (void)MappedFile::open(o.file);  // the plain "cannot open" error
+    result = run_checks(o.file, o.resolve());
+  } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
+    result = CheckResult{};
+    result.read_error = e.render();
+  }
   CheckReport rep;
   rep.file = o.file;
   rep.format = result.format;
   rep.fail_on = o.fail_on;
   rep.read_error = result.read_error;
+  rep.scanned = result.scanned;
   for (Finding& f : result.findings) {
     if (!only.empty() && std::find(only.begin(), only.end(), f.id) == only.end()) continue;
     if (std::find(skip.begin(), skip.end(), f.id) != skip.end()) continue;
@@ -85,8 +109,11 @@ int run_check(const CheckOptions& o) {
     rep.failed |= rank(f.severity) >= threshold;
   }
 
-  if (o.json) {
+  if (format == "json") {
     write_check_json(rep, stdout);
+  } else if (format == "sarif") {
+    const std::string out = check_sarif_text(rep, CKPT_VERSION, CKPT_HOMEPAGE_URL);
+    std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
     const std::string out = render_check_text(rep, use_color(STDOUT_FILENO));
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -95,8 +122,10 @@ int run_check(const CheckOptions& o) {
     std::fflush(stdout);
     fmt::print(stderr, "ckpt: error: {}\n", visible(rep.read_error));  // rendered escaped already; visible twice is a no-op
   }
+  // Findings that reach --fail-on outrank a partial read (what was read is already bad); a file not
+  // (fully) scanned is exit 3 at every level but never, which reports and exits 0.
   if (rep.failed) return kExitFindings;
-  return rep.read_error.empty() ? kExitOk : kExitBadInput;
+  return rep.read_error.empty() || o.fail_on == "never" ? kExitOk : kExitBadInput;
 }
 
 }  // namespace ckpt::cli

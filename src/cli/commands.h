@@ -41,7 +41,8 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
 
 struct CheckOptions : LimitOptions {
   std::string file;
-  bool json = false;
+  bool json = false;  // the alias of --format json
+  std::string format;  // text | json | sarif; "" = text, or json with --json
   std::string fail_on = "error";  // info | warning | error | never
   std::vector<std::string> only;  // rule ids (comma-separated or repeated)
   std::vector<std::string> skip;

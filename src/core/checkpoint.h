@@ -141,13 +141,24 @@ struct ScanFile {
   std::string label;
 };
 
+// One `where` of a finding as fields, taken from the scan that made it (never parsed back from the
+// text), so that JSON and SARIF consumers need no regex. Empty / nullopt: does not apply.
+struct Location {
+  std::string file;  // the shard / DCP file it is in when that is not the file checked (its label)
+  std::string member;  // archive member or nested label: "archive/data.pkl", "" = the file itself
+  std::optional<uint64_t> offset;  // byte offset in the member's (or, member "", the file's) pickle bytes
+  std::string opcode;  // the pickle opcode naming the global: GLOBAL, STACK_GLOBAL, INST, ...
+  std::string global;  // "posix.system"
+};
+
 // Made by findings.cc; here because Summary carries them to the renderers.
 struct Finding {
   std::string id;
   Severity severity = Severity::Warning;
   std::string message;
   std::string fix;
-  std::vector<std::string> where;
+  std::vector<std::string> where;  // for humans
+  std::vector<Location> locations;  // index-aligned with where; shorter (or empty) where no fields apply
 };
 
 // ---- metadata: typed here, written to summary's JSON `metadata` by metadata_json alone ----

@@ -15,28 +15,51 @@ namespace ckpt {
 
 const std::vector<RuleInfo>& rule_catalogue() {
   static const std::vector<RuleInfo> k{
-      {"compiled-prefix", Severity::Warning, "keys with an _orig_mod segment (saved from a torch.compile'd module)"},
-      {"ddp-prefix", Severity::Warning, "every key starts with module. (DataParallel / DDP / DeepSpeed)"},
-      {"fabric-prefix", Severity::Warning, "keys under _forward_module. / _original_module. (Fabric wrappers)"},
-      {"activation-checkpoint-prefix", Severity::Warning, "keys with a _checkpoint_wrapped_module segment"},
-      {"fsdp-sharded", Severity::Error, "FSDP flat parameters (_fsdp_wrapped_module, _flat_param)"},
-      {"lightning-prefix", Severity::Info, "Lightning checkpoint whose keys share a LightningModule attribute prefix"},
-      {"meta-tensors", Severity::Error, "tensors on the meta device (no data)"},
-      {"uninitialized-parameters", Severity::Warning, "UninitializedParameter / UninitializedBuffer entries"},
-      {"empty-init-compile", Severity::Warning, "Lightning checkpoint with compiled-submodule keys"},
-      {"data-dependent-control-flow", Severity::Warning, "TorchScript branches on a tensor value"},
-      {"tensor-item", Severity::Warning, "TorchScript aten::item / prim::tolist"},
-      {"dynamic-shape-op", Severity::Warning, "TorchScript ops with data-dependent output shapes"},
-      {"extra-entry-methods", Severity::Warning, "TorchScript methods callable besides forward"},
-      {"python-op", Severity::Error, "TorchScript calls into Python (prim::PythonOp)"},
-      {"print-call", Severity::Info, "TorchScript print() calls (graph breaks under torch.compile)"},
-      {"dangerous-global", Severity::Error, "pickle globals the pickle calls, builds or changes that are not on the allowlist"},
-      {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names"},
-      {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end"},
-      {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)"},
-      {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants"},
-      {"tied-weights", Severity::Info, "entries sharing one tensor"},
-      {"storage-views", Severity::Info, "storages viewed by several different entries"},
+      {"compiled-prefix", Severity::Warning, "keys with an _orig_mod segment (saved from a torch.compile'd module)",
+       "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()"},
+      {"ddp-prefix", Severity::Warning, "every key starts with module. (DataParallel / DDP / DeepSpeed)",
+       "strip the 'module.' prefix, or save model.module.state_dict()"},
+      {"fabric-prefix", Severity::Warning, "keys under _forward_module. / _original_module. (Fabric wrappers)",
+       "strip the wrapper segment, or save through fabric.save, which unwraps the module"},
+      {"activation-checkpoint-prefix", Severity::Warning, "keys with a _checkpoint_wrapped_module segment",
+       "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module"},
+      {"fsdp-sharded", Severity::Error, "FSDP flat parameters (_fsdp_wrapped_module, _flat_param)",
+       "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)"},
+      {"lightning-prefix", Severity::Info, "Lightning checkpoint whose keys share a LightningModule attribute prefix",
+       "strip the attribute prefix to load the weights into the bare module (or use LightningModule.load_from_checkpoint)"},
+      {"meta-tensors", Severity::Error, "tensors on the meta device (no data)",
+       "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)"},
+      {"uninitialized-parameters", Severity::Warning, "UninitializedParameter / UninitializedBuffer entries",
+       "run one forward pass with a real input before saving, so lazy modules infer their shapes"},
+      {"empty-init-compile", Severity::Warning, "Lightning checkpoint with compiled-submodule keys",
+       "don't run compiled submodules inside init_module(empty_init=...): load first, compile after, or strip '_orig_mod.' and "
+       "load into the uncompiled module"},
+      {"data-dependent-control-flow", Severity::Warning, "TorchScript branches on a tensor value",
+       "use torch.cond or torch.where instead of Python control flow on tensor values"},
+      {"tensor-item", Severity::Warning, "TorchScript aten::item / prim::tolist",
+       "avoid .item() / .tolist() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"},
+      {"dynamic-shape-op", Severity::Warning, "TorchScript ops with data-dependent output shapes",
+       "set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or use a fixed-shape alternative (torch.where)"},
+      {"extra-entry-methods", Severity::Warning, "TorchScript methods callable besides forward",
+       "Fabric: fabric_module.mark_forward_method(\"<name>\"); torch.compile: compile each method separately"},
+      {"python-op", Severity::Error, "TorchScript calls into Python (prim::PythonOp)",
+       "script the function, or remove @torch.jit.ignore from what forward calls"},
+      {"print-call", Severity::Info, "TorchScript print() calls (graph breaks under torch.compile)",
+       "remove the print, or guard it with torch.compiler.is_compiling()"},
+      {"dangerous-global", Severity::Error, "pickle globals the pickle calls, builds or changes that are not on the allowlist",
+       "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a trusted source or "
+       "re-save them as safetensors"},
+      {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names",
+       "inspect these names before loading with weights_only=False, or allow them with torch.serialization.add_safe_globals"},
+      {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end", "treat the file as untrusted"},
+      {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)",
+       "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program "
+       "(torch.export.save) or safetensors instead"},
+      {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants",
+       "none needed for inference; keep the unfrozen module to train or load a state dict"},
+      {"tied-weights", Severity::Info, "entries sharing one tensor", "none needed; this is how tied weights are saved"},
+      {"storage-views", Severity::Info, "storages viewed by several different entries",
+       "none needed; each distinct view is counted, the storage once in storage_bytes"},
   };
   return k;
 }
@@ -45,6 +68,10 @@ namespace {
 
 std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) {
   return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
+}
+
+std::vector<Location> first_n(const std::vector<Location>& v, size_t n) {
+  return std::vector<Location>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
 
 std::vector<std::string> entry_names(const Checkpoint& ck, const std::vector<size_t>& entries) {
@@ -219,6 +246,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
        "remove the print, or guard it with torch.compiler.is_compiling()"},
   };
   std::map<std::string, std::vector<std::string>> where_by_id;
+  std::map<std::string, std::vector<Location>> loc_by_id;
   std::map<std::string, std::string> sample;
   for (const TsClass& c : ck.ts_classes) {
     for (const TsMethod& m : c.methods) {
@@ -227,11 +255,13 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
         // Tensor-valued conditions are printed as bool(<tensor expr>) (aten::Bool) in serialized code.
         if (is_if(text) && (text.find("bool(") != std::string::npos || text.find("torch.is_nonzero(") != std::string::npos)) {
           where_by_id["data-dependent-control-flow"].push_back(w);
+          loc_by_id["data-dependent-control-flow"].push_back({"", c.file, {}, "", ""});
         }
         for (const CodeRule& r : rules)
           for (std::string_view n : r.needles)
             if (text.find(n) != std::string::npos) {
               where_by_id[r.id].push_back(w);
+              loc_by_id[r.id].push_back({"", c.file, {}, "", ""});
               break;
             }
       }
@@ -244,7 +274,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back(
         {id, sev,
          fmt::format("{} line(s) {} (read from the serialized code/ source, not the LibTorch IR): {}", w.size(), what, w.front()),
-         fix, first(w, 16)});
+         fix, first(w, 16), first_n(loc_by_id[id], 16)});
   };
   emit("data-dependent-control-flow", Severity::Warning,
        "branch on a tensor value, which torch.compile graph-breaks on and torch.export rejects",
@@ -280,8 +310,10 @@ class GlobalGroups {
       std::string w = fmt::format("{} at {}+0x{:x} ({}{}{})", global, member.empty() ? "pickle" : member, g.offset, g.opcode,
                                   v.how.empty() ? "" : ", ", v.how);
       // A pickle scanned twice (from bytes and as a file) names most globals twice: once is enough.
-      if (grp.where.size() < 16 && std::find(grp.where.begin(), grp.where.end(), w) == grp.where.end())
+      if (grp.where.size() < 16 && std::find(grp.where.begin(), grp.where.end(), w) == grp.where.end()) {
         grp.where.push_back(std::move(w));
+        grp.locations.push_back({"", member, g.offset, g.opcode, g.computed ? "" : global});
+      }
     }
   }
 
@@ -297,16 +329,18 @@ class GlobalGroups {
                                              global, g.how, also),
                      "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a "
                      "trusted source or re-save them as safetensors",
-                     g.where});
+                     g.where, g.locations});
     }
     if (std::any_of(unknown_.begin(), unknown_.end(), [&](const auto& kv) { return !dangerous_.count(kv.first); })) {
       std::string names;
       std::vector<std::string> where;
+      std::vector<Location> locations;
       size_t n = 0;
       for (const auto& [global, g] : unknown_) {
         if (dangerous_.count(global)) continue;  // named here and called elsewhere: reported as dangerous
         names += (names.empty() ? "" : ", ") + global;
         where.push_back(g.where.front());
+        locations.push_back(g.locations.front());
         ++n;
       }
       out.push_back({"unknown-global", Severity::Warning,
@@ -316,7 +350,7 @@ class GlobalGroups {
                                  n, names),
                      "inspect these names before loading with weights_only=False, or allow them with "
                      "torch.serialization.add_safe_globals",
-                     where});
+                     where, locations});
     }
   }
 
@@ -326,6 +360,7 @@ class GlobalGroups {
     const char* category = nullptr;
     bool mutated = false;
     std::vector<std::string> where;
+    std::vector<Location> locations;  // aligned with where
   };
   std::map<std::string, Group> dangerous_, unknown_;
 };
@@ -339,20 +374,23 @@ void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding
                                  "from scanners reading one of the two",
                                  p.member, p.detail),
                      "do not load this file; re-create it from a trusted source",
-                     {p.where}});
+                     {p.where},
+                     {{"", p.where, {}, "", ""}}});
     else if (p.kind == ScanProblem::Kind::NotScanned)
       out.push_back({"scan-incomplete",
                      Severity::Warning,
                      fmt::format("{} was not scanned: {}", p.member, p.detail),
                      "treat the file as untrusted",
-                     {p.where}});
+                     {p.where},
+                     {{"", p.member, {}, "", ""}}});
     else
       out.push_back({"scan-incomplete",
                      Severity::Warning,
                      fmt::format("pickle in {} is malformed ({}); the globals before that point were scanned",
                                  p.member.empty() ? "the file" : p.member, p.detail),
                      "treat the file as untrusted",
-                     {p.where}});
+                     {p.where},
+                     {{"", p.member, p.offset, "", ""}}});
   }
 }
 
@@ -361,6 +399,7 @@ void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding
 void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& out) {
   if (native.empty()) return;
   std::vector<std::string> kinds, where;
+  std::vector<Location> locations;
   std::string kind_list;
   for (const NativeCode& n : native) {
     if (std::find(kinds.begin(), kinds.end(), n.kind) == kinds.end()) {
@@ -368,6 +407,7 @@ void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& o
       kinds.push_back(n.kind);
     }
     where.push_back(n.member);
+    locations.push_back({"", n.member, {}, "", ""});
   }
   out.push_back({"native-code", Severity::Error,
                  fmt::format("archive ships {} file(s) of native code ({}): loading it as an AOTInductor package runs "
@@ -375,7 +415,7 @@ void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& o
                              native.size(), kind_list),
                  "load only packages you compiled yourself or whose source you trust; to share weights, ship the "
                  "exported program (torch.export.save) or safetensors instead",
-                 where});
+                 where, locations});
 }
 
 // findings() of a checkpoint that was read.
@@ -411,10 +451,12 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
   try {
     ck.emplace(read_checkpoint(file, limits));
     model_checks(*ck, r);
+    r.scanned = true;
   } catch (const InputError& e) { r.read_error = e.render(); }
   try {
     auto sec = scan_findings(scan_pickles(*file, limits, ck ? &*ck : nullptr));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
+    r.scanned = true;
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
     if (r.read_error.empty()) r.read_error = e.render();
   }
@@ -437,6 +479,7 @@ std::vector<Finding> security_findings(const std::string& path, const Checkpoint
   for (const ScanFile& f : ck->scan_files) {
     for (Finding x : scan_findings(scan_pickles(*MappedFile::open(f.path), limits))) {
       for (auto& w : x.where) w = f.label + ":" + w;
+      for (Location& l : x.locations) l.file = f.label;
       out.push_back(std::move(x));
     }
   }
@@ -452,6 +495,7 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
     model_checks(ck, r);
     auto sec = security_findings(path, &ck, limits);
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
+    r.scanned = true;
   } catch (const InputError& e) { r.read_error = e.render(); }
   return r;
 }

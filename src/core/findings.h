@@ -19,6 +19,7 @@ struct RuleInfo {
   const char* id;
   Severity severity;  // default
   const char* detects;
+  const char* fix;  // the usual fix (a finding's own fix may name its keys); SARIF's rule help
 };
 
 // Every rule id ckpt knows, in catalogue order.
@@ -46,6 +47,7 @@ struct CheckResult {
   std::vector<Finding> findings;
   std::string format;
   std::string read_error;
+  bool scanned = false;  // whether anything was checked: the reader read the file or its pickle scan ran
 };
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits);
 // By path: a file, or a sharded / DCP checkpoint, whose files to scan its reader recorded.

@@ -18,8 +18,17 @@ using J = nlohmann::ordered_json;
 
 // ---- check ----
 
+const char* CheckReport::status() const {
+  if (!scanned) return "unscanned";
+  if (failed) return "fail";
+  return read_error.empty() ? "pass" : "incomplete";
+}
+
 std::string render_check_text(const CheckReport& r, bool color) {
   std::string out;
+  if (!r.scanned)  // no counts: "0 error(s)" would read as a clean file
+    return fmt::format("{}: NOT SCANNED: {}; --fail-on {}: {}\n", visible(r.file), visible(r.read_error), r.fail_on,
+                       r.fail_on == "never" ? "not failed" : "FAIL");
   for (const Finding& f : r.findings) {
     out += fmt::format("{}{}[{}]{}: {}\n", severity_color(f.severity, color), to_string(f.severity), f.id, color_reset(color),
                        visible(f.message));
@@ -27,10 +36,32 @@ std::string render_check_text(const CheckReport& r, bool color) {
     if (f.where.size() > 8) out += fmt::format("  ... and {} more\n", f.where.size() - 8);
     out += fmt::format("  fix: {}\n", visible(f.fix));
   }
+  const std::string verdict = r.failed || r.read_error.empty()
+                                  ? std::string(r.failed ? "FAIL" : "pass")
+                                  : fmt::format("INCOMPLETE, not fully scanned: {}", visible(r.read_error));
   out += fmt::format("{}: {} error(s), {} warning(s), {} info; --fail-on {}: {}\n", visible(r.file), r.counts[2], r.counts[1],
-                     r.counts[0], r.fail_on, r.failed ? "FAIL" : "pass");
+                     r.counts[0], r.fail_on, verdict);
   return out;
 }
+
+// A finding's locations as ckpt.check/1 writes them: one object per `where`, every field present
+// (null where it does not apply).
+namespace {
+J locations_json(const Finding& x) {
+  J out = J::array();
+  auto str = [](const std::string& s) { return s.empty() ? J(nullptr) : J(s); };
+  for (size_t k = 0; k < x.where.size(); ++k) {
+    const Location l = k < x.locations.size() ? x.locations[k] : Location{};
+    out.push_back(J{{"where", x.where[k]},
+                    {"file", str(l.file)},
+                    {"member", str(l.member)},
+                    {"offset", l.offset ? J(*l.offset) : J(nullptr)},
+                    {"opcode", str(l.opcode)},
+                    {"global", str(l.global)}});
+  }
+  return out;
+}
+}  // namespace
 
 void write_check_json(const CheckReport& r, std::FILE* f) {
   J j;
@@ -43,9 +74,14 @@ void write_check_json(const CheckReport& r, std::FILE* f) {
   j["read_error"] = r.read_error.empty() ? J(nullptr) : J(r.read_error);
   J fs = J::array();
   for (const Finding& x : r.findings)
-    fs.push_back(
-        J{{"id", x.id}, {"severity", to_string(x.severity)}, {"message", x.message}, {"fix", x.fix}, {"where", x.where}});
+    fs.push_back(J{{"id", x.id},
+                   {"severity", to_string(x.severity)},
+                   {"message", x.message},
+                   {"fix", x.fix},
+                   {"where", x.where},
+                   {"locations", locations_json(x)}});
   j["findings"] = std::move(fs);
+  j["status"] = r.status();
   const std::string out = json_text(j) + "\n";
   std::fwrite(out.data(), 1, out.size(), f);
 }

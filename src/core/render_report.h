@@ -21,12 +21,19 @@ struct CheckReport {
   std::string fail_on;
   bool failed = false;
   std::string read_error;
+  bool scanned = true;  // false: nothing was checked (read_error says why), so nothing may read "pass"
+  // "pass", "fail" (a finding reached --fail-on), "incomplete" (read_error, but the pickle scan or the
+  // reader ran: the findings are those of what was read), "unscanned" (nothing checked).
+  const char* status() const;
 };
 
 constexpr const char* kCheckSchema = "ckpt.check/1";
 std::string render_check_text(const CheckReport& r, bool color);
 // The ckpt.check/1 document.
 void write_check_json(const CheckReport& r, std::FILE* out);
+// The same report as a SARIF 2.1.0 log: one run, the whole rule catalogue, a result per finding.
+// `version` is ckpt's, `information_uri` the project's page ("" leaves it out).
+std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri);
 
 // `ckpt diff`: text, and the ckpt.diff/1 document.
 constexpr const char* kDiffSchema = "ckpt.diff/1";

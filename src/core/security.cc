@@ -305,7 +305,8 @@ class Scanner {
         return true;
       }
       scan_.problems.resize(mark);
-      scan_.problems.push_back({ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what()});
+      scan_.problems.push_back(
+          {ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what(), e.offset()});
       return false;
     }
     scan_.pickles.push_back({member, std::move(seen)});

@@ -39,7 +39,9 @@ import json_schemas  # noqa: E402
 
 LIMIT_S = 20
 TEXT_LINE = re.compile(r"^(?:(?:error|warning|info)\[[a-z0-9-]+\]: .*|  at: .*|  \.\.\. and \d+ more|  fix: .*"
-                       r"|.*: \d+ error\(s\), \d+ warning\(s\), \d+ info; --fail-on [a-z]+: (?:pass|FAIL))$")
+                       r"|.*: \d+ error\(s\), \d+ warning\(s\), \d+ info; --fail-on [a-z]+: "
+                       r"(?:pass|FAIL|INCOMPLETE, not fully scanned: .*)"
+                       r"|.*: NOT SCANNED: .*; --fail-on [a-z]+: (?:FAIL|not failed))$")
 CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
 

@@ -1,0 +1,111 @@
+// `ckpt check --format sarif`: the check report as a SARIF 2.1.0 log for code-scanning dashboards.
+// The shape follows the OASIS schema committed in tests/schemas/external/ (a test validates real runs
+// against it); the facts are ckpt.check/1's, nothing here decides what counts.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+#include "core/findings.h"
+#include "core/render_report.h"
+#include "core/text.h"
+
+namespace ckpt {
+
+namespace {
+
+using J = nlohmann::ordered_json;
+
+const char* sarif_level(Severity s) { return s == Severity::Error ? "error" : s == Severity::Warning ? "warning" : "note"; }
+
+// A path as given, as a URI reference: RFC 3986 unreserved characters and '/' stay, the rest is
+// percent-encoded (a space or '#' in a file name would otherwise change the reference's meaning).
+std::string uri_reference(const std::string& path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') out += static_cast<char>(c);
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+J rules_json() {
+  J rules = J::array();
+  for (const RuleInfo& r : rule_catalogue())
+    rules.push_back(J{{"id", r.id},
+                      {"shortDescription", {{"text", r.detects}}},
+                      {"defaultConfiguration", {{"level", sarif_level(r.severity)}}},
+                      {"help", {{"text", r.fix}}}});
+  return rules;
+}
+
+size_t rule_index(const std::string& id) {
+  const auto& cat = rule_catalogue();
+  for (size_t k = 0; k < cat.size(); ++k)
+    if (id == cat[k].id) return k;
+  return cat.size();
+}
+
+// One SARIF location per `where`: the file checked (or the shard it is in) as the artifact; a byte
+// offset is a region only when it is an offset in that file (no member), an archive member is a
+// logical location; every field also goes to properties as ckpt.check/1 names it.
+J location_json(const CheckReport& r, const std::string& where, const Location& l) {
+  J phys{{"artifactLocation", {{"uri", uri_reference(l.file.empty() ? r.file : l.file)}}}};
+  if (l.offset && l.member.empty()) phys["region"] = J{{"byteOffset", *l.offset}};
+  J loc{{"physicalLocation", std::move(phys)}};
+  if (!l.member.empty()) loc["logicalLocations"] = J::array({J{{"fullyQualifiedName", l.member}, {"kind", "resource"}}});
+  loc["message"] = J{{"text", where}};
+  J props{{"where", where}};
+  if (!l.file.empty()) props["file"] = l.file;
+  if (!l.member.empty()) props["member"] = l.member;
+  if (l.offset) props["offset"] = *l.offset;
+  if (!l.opcode.empty()) props["opcode"] = l.opcode;
+  if (!l.global.empty()) props["global"] = l.global;
+  loc["properties"] = std::move(props);
+  return loc;
+}
+
+}  // namespace
+
+std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri) {
+  J driver{{"name", "ckpt"}, {"version", version}};
+  if (!information_uri.empty()) driver["informationUri"] = information_uri;
+  driver["rules"] = rules_json();
+
+  J results = J::array();
+  for (const Finding& f : r.findings) {
+    J res{{"ruleId", f.id}};
+    if (const size_t k = rule_index(f.id); k < rule_catalogue().size()) res["ruleIndex"] = k;
+    res["level"] = sarif_level(f.severity);
+    res["message"] = J{{"text", f.message}};
+    J locs = J::array();
+    for (size_t k = 0; k < f.where.size(); ++k)
+      locs.push_back(location_json(r, f.where[k], k < f.locations.size() ? f.locations[k] : Location{}));
+    if (f.where.empty()) locs.push_back(J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}});
+    res["locations"] = std::move(locs);
+    res["properties"] = J{{"fix", f.fix}};
+    results.push_back(std::move(res));
+  }
+
+  // A file read only in part, or not at all, says so where SARIF keeps the tool's own trouble: a
+  // notification, and executionSuccessful false when nothing was checked.
+  J invocation{{"executionSuccessful", r.scanned}};
+  if (!r.read_error.empty())
+    invocation["toolExecutionNotifications"] = J::array(
+        {J{{"level", "error"},
+           {"message", {{"text", fmt::format("{}: {}", r.scanned ? "not fully scanned" : "NOT SCANNED", r.read_error)}}},
+           {"locations", J::array({J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}}})}}});
+  invocation["properties"] = J{{"status", r.status()}, {"fail_on", r.fail_on}, {"failed", r.failed}};
+
+  J run{{"tool", {{"driver", std::move(driver)}}},
+        {"invocations", J::array({std::move(invocation)})},
+        {"results", std::move(results)}};
+  if (!r.format.empty()) run["properties"] = J{{"format", r.format}};
+  J log{{"$schema", "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"},
+        {"version", "2.1.0"},
+        {"runs", J::array({std::move(run)})}};
+  return json_text(log) + "\n";
+}
+
+}  // namespace ckpt
