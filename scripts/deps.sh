@@ -2,7 +2,8 @@
 # Installs ckpt's build and test dependencies from Debian 12 packages, only when missing.
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
-      python3 python3-torch libtorch-dev)
+      python3 python3-torch libtorch-dev
+      dpkg-dev file git pre-commit python3-yaml zsh fish)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
