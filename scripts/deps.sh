@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs ckpt's build and test dependencies from Debian 12 packages, only when missing.
+# Installs ckpt's build and test dependencies from Debian 12 packages, only when missing; with
+# arguments, only those packages (scripts/example.sh names what the LibTorch-free build needs).
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
-      python3 python3-torch python3-jsonschema libtorch-dev)
+      python3 python3-torch python3-jsonschema libtorch-dev
+      dpkg-dev file git pre-commit python3-yaml zsh fish)
+if (($#)); then pkgs=("$@"); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# One command from a fresh Debian 12 checkout: install dependencies, build, summarize a bundled checkpoint.
+# One command from a fresh Debian 12 checkout: install what the LibTorch-free `ckpt` build needs (only
+# the missing packages), build the ckpt target, summarize a bundled checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-cmake -S . -B build -DCKPT_BUILD_TESTS=OFF >/dev/null
+scripts/deps.sh g++ cmake make zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+flags=(-DCKPT_BUILD_TESTS=OFF)
+# A fresh build directory is configured without LibTorch; an existing one keeps its choice.
+[ -f build/CMakeCache.txt ] || flags+=(-DCKPT_WITH_TORCH=OFF)
+cmake -S . -B build "${flags[@]}" >/dev/null
 cmake --build build -j"$(nproc)" --target ckpt >/dev/null
 build/ckpt summary testdata/t113/lightning.ckpt --depth 2 "$@"

@@ -1,0 +1,92 @@
+# Installation and Debian packages: stripped binaries, man page, shell completions, JSON Schemas, and
+# CPack .debs split so that `ckpt` installs without LibTorch and `ckpt-torch` pulls it in.
+include(GNUInstallDirs)
+
+# A Release (or MinSizeRel) install strips the binaries as `cmake --install --strip` would: ckpt is
+# 45 MB with debug info and 1.3 MB without. RelWithDebInfo and Debug keep theirs, since that is why
+# one builds them. The install script checks CMAKE_INSTALL_DO_STRIP when it runs, so setting it
+# first here is the same as passing --strip; `-DCMAKE_INSTALL_DO_STRIP=0` to the script still wins.
+if(CMAKE_BUILD_TYPE MATCHES "^(Release|MinSizeRel)$")
+  set(_ckpt_strip_default ON)
+else()
+  set(_ckpt_strip_default OFF)
+endif()
+option(CKPT_INSTALL_STRIP "Strip the binaries at install time" ${_ckpt_strip_default})
+set(_ckpt_components ckpt)
+if(TARGET ckpt-torch)
+  list(APPEND _ckpt_components torch)
+endif()
+if(CKPT_INSTALL_STRIP)
+  # install(CODE) belongs to one component; CPack installs per component, so each gets its own copy.
+  foreach(_c IN LISTS _ckpt_components)
+    install(CODE "if(NOT DEFINED CMAKE_INSTALL_DO_STRIP)\n  set(CMAKE_INSTALL_DO_STRIP 1)\nendif()"
+            COMPONENT ${_c})
+  endforeach()
+endif()
+
+install(TARGETS ckpt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ckpt)
+if(TARGET ckpt-torch)
+  install(TARGETS ckpt-torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT torch)
+endif()
+
+# The man page's source; a build that generates it points this at the generated file.
+set(CKPT_MAN_PAGE "${PROJECT_SOURCE_DIR}/man/ckpt.1" CACHE FILEPATH "The ckpt(1) man page to install")
+install(FILES ${CKPT_MAN_PAGE} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ckpt)
+
+# Completions are generated from `ckpt --help` and `ckpt CMD --help` after each link, so they list
+# exactly the subcommands and options of the binary being installed (tests/completions_test.py
+# checks them against --help in each shell).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  set(_ckpt_comp_dir ${PROJECT_BINARY_DIR}/completions)
+  set(_ckpt_comp_files ${_ckpt_comp_dir}/ckpt ${_ckpt_comp_dir}/_ckpt ${_ckpt_comp_dir}/ckpt.fish)
+  add_custom_command(
+    OUTPUT ${_ckpt_comp_files}
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/completions/generate.py
+            --ckpt $<TARGET_FILE:ckpt> --out ${_ckpt_comp_dir}
+    DEPENDS ckpt ${PROJECT_SOURCE_DIR}/completions/generate.py
+    COMMENT "Generating bash, zsh and fish completions from ckpt --help")
+  add_custom_target(ckpt_completions ALL DEPENDS ${_ckpt_comp_files})
+  install(FILES ${_ckpt_comp_dir}/ckpt
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions COMPONENT ckpt)
+  install(FILES ${_ckpt_comp_dir}/_ckpt
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions COMPONENT ckpt)
+  install(FILES ${_ckpt_comp_dir}/ckpt.fish
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d COMPONENT ckpt)
+else()
+  message(STATUS "ckpt: no python3, so no shell completions are generated or installed")
+endif()
+
+# JSON Schemas of the ckpt.*/1 outputs, when the tree has them.
+if(EXISTS ${PROJECT_SOURCE_DIR}/schemas)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/schemas/ DESTINATION ${CMAKE_INSTALL_DATADIR}/ckpt/schemas
+          COMPONENT ckpt)
+endif()
+
+# `cpack -G DEB` in the build directory: ckpt_VERSION_ARCH.deb and, with LibTorch, ckpt-torch_….deb.
+# Depends come from dpkg-shlibdeps on the stripped binaries, so they name the Debian packages that
+# provide the shared libraries actually linked (libfmt9, zlib1g, libc6, … and for ckpt-torch
+# Debian's libtorch1.13); ckpt-torch also depends on the same version of ckpt (its `load` and man page).
+set(CPACK_PACKAGE_NAME ckpt)
+set(CPACK_PACKAGE_VENDOR "ckpt")
+set(CPACK_PACKAGE_CONTACT "ckpt maintainers <ckpt@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "inspect PyTorch checkpoints without Python")
+set(CPACK_GENERATOR DEB)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_COMPONENTS_ALL ${_ckpt_components})
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_CKPT_PACKAGE_NAME ckpt)
+set(CPACK_DEBIAN_CKPT_DESCRIPTION
+    "inspect PyTorch checkpoints without Python\n ckpt summary, check and diff read torch.save files, Lightning checkpoints,\n TorchScript and torch.export archives, safetensors and sharded checkpoints with\n their own readers, never running a pickle; no LibTorch needed.")
+set(CPACK_DEBIAN_TORCH_PACKAGE_NAME ckpt-torch)
+set(CPACK_DEBIAN_TORCH_DESCRIPTION
+    "ckpt load with LibTorch\n ckpt-torch is the LibTorch half of ckpt: `ckpt load` and example-input forward\n passes run it to materialize tensors on the meta device, the CPU or a GPU.")
+include(CPack)
+cpack_add_component(ckpt DISPLAY_NAME "ckpt" DESCRIPTION "ckpt without LibTorch")
+if(TARGET ckpt-torch)
+  cpack_add_component(torch DISPLAY_NAME "ckpt-torch" DESCRIPTION "ckpt-torch, with LibTorch" DEPENDS ckpt)
+endif()
