@@ -104,4 +104,8 @@ struct Summary {
 
 Summary summarize(const Checkpoint& ck);
 
+// Trainable as Lightning counts it (requires_grad), for a parameter entry. State dicts drop
+// requires_grad, so a parameter not saved as an nn.Parameter object counts as trainable.
+inline bool trainable(const Tensor& t) { return t.kind == TensorKind::Parameter && (!t.is_parameter_object || t.requires_grad); }
+
 }  // namespace ckpt
