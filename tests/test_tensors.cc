@@ -44,7 +44,9 @@ struct Row {
 std::vector<Row> tensor_rows_of(const std::string& text) {
   const std::vector<std::string> ls = lines_of(text);
   size_t head = 0;
-  while (head < ls.size() && ls[head].find(" | Name | dtype | Shape") == std::string::npos) ++head;
+  while (head < ls.size() && (ls[head].find(" | Name ") == std::string::npos || ls[head].find(" | Shape ") == std::string::npos))
+    ++head;
+  if (head == ls.size()) return {};  // no table: no entry to list
   REQUIRE(head + 1 < ls.size());
   REQUIRE(ls[head + 1].find_first_not_of('-') == std::string::npos);
   std::vector<Row> rows;
@@ -208,7 +210,7 @@ TEST_CASE("tensors: a flat state dict shows the tensor table at --depth -1, and 
   // A module tree at --depth 0: no frame either; at -1 the module table, and the tensors only when asked.
   Checkpoint tree = read_checkpoint((test::testdata() / "t113" / "whole_module.pt").string());
   CHECK(render(tree, none).find("\n---") == std::string::npos);
-  CHECK(render(tree, none, true).find("|--:|") == std::string::npos);
+  CHECK(render(tree, none, true).find("|   | Name") == std::string::npos);
   all.depth = -1;
   CHECK(render(tree, all).find("| Name | dtype | Shape") == std::string::npos);
   all.tensors = true;
@@ -263,7 +265,7 @@ TEST_CASE("tensors: --match keeps the matching rows with their entry index") {
   const std::string none = render(ck, o);
   CHECK(none.find("Tensors:  0 of 11 listed, names matching 'nothing.*'\n") != std::string::npos);
   CHECK(none.find("\n---") == std::string::npos);
-  CHECK(render(ck, o, true).find("|--:|") == std::string::npos);
+  CHECK(render(ck, o, true).find("|   | Name") == std::string::npos);
 }
 
 TEST_CASE("tensors: hostile names are escaped before the columns are measured") {

@@ -26,15 +26,32 @@ bool matches(const std::vector<std::string>& globs, const std::string& name) {
   return false;
 }
 
-// For each entry, the index of its tied group in s.tied_groups, or -1.
-std::vector<int64_t> tied_group_of(const Summary& s) {
-  std::vector<int64_t> of(s.ck->tensors.size(), -1);
-  for (size_t g = 0; g < s.tied_groups.size(); ++g)
-    for (size_t k : s.tied_groups[g]) of[k] = static_cast<int64_t>(g);
-  return of;
+// The entries that are one tensor (Summary::same_tensor), each group in entry order, and each entry's
+// group (-1: none).
+struct Tied {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<int64_t> of;
+};
+
+Tied tied_groups(const Summary& s) {
+  Tied t;
+  const std::vector<size_t>& first = s.same_tensor;
+  t.of.assign(first.size(), -1);
+  for (size_t k = 0; k < first.size(); ++k) {
+    // Lazy entries have no view to share and are never counted: never tied.
+    const Tensor& x = s.ck->tensors[k];
+    if (first[k] == k || (x.state == TensorState::Uninitialized && !x.resolved)) continue;
+    if (t.of[first[k]] < 0) {
+      t.of[first[k]] = static_cast<int64_t>(t.groups.size());
+      t.groups.push_back({first[k]});
+    }
+    t.of[k] = t.of[first[k]];
+    t.groups[static_cast<size_t>(t.of[k])].push_back(k);
+  }
+  return t;
 }
 
-Cells cells(const Summary& s, size_t k, const std::vector<int64_t>& group_of) {
+Cells cells(const Summary& s, size_t k, const Tied& tied) {
   const Tensor& t = s.ck->tensors[k];
   const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;
   Cells c;
@@ -48,8 +65,8 @@ Cells cells(const Summary& s, size_t k, const std::vector<int64_t>& group_of) {
   if (t.resolved) c[4] += " (sized by --model)";
   c[5] = lazy ? "?" : human_bytes(t.bytes);
   c[6] = t.kind != TensorKind::Parameter ? "-" : trainable(t) ? "yes" : "no";
-  if (group_of[k] >= 0) {
-    const std::vector<size_t>& g = s.tied_groups[static_cast<size_t>(group_of[k])];
+  if (tied.of[k] >= 0) {
+    const std::vector<size_t>& g = tied.groups[static_cast<size_t>(tied.of[k])];
     std::vector<std::string> others;
     for (size_t j : g) {
       if (j == k) continue;
@@ -124,10 +141,10 @@ void markdown_row(std::string& out, const std::string& index, const std::vector<
 
 void tensor_table(const Summary& s, const TensorRows& rows, bool markdown, std::string& out, const Flush& flush) {
   if (rows.rows.empty()) return;
-  const std::vector<int64_t> group_of = tied_group_of(s);
+  const Tied tied = tied_groups(s);
   std::vector<std::string> row(kColumns);
   auto take = [&](size_t k) {
-    Cells c = cells(s, k, group_of);
+    Cells c = cells(s, k, tied);
     std::move(c.begin(), c.end(), row.begin());
   };
   auto spill = [&] {

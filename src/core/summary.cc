@@ -191,6 +191,7 @@ Summary summarize(const Checkpoint& ck) {
     }
     if (groups.size() > 1) s.view_groups.push_back(idx);
   }
+  s.same_tensor = std::move(id_of);
   return s;
 }
 

@@ -97,6 +97,9 @@ struct Summary {
   // tensor (tied weights), and for each storage holding several different views, every entry on it.
   std::vector<size_t> uninitialized_entries, meta_entries;
   std::vector<std::vector<size_t>> tied_groups, view_groups;
+  // Per entry: the index of the first entry that is the same tensor (same view of one storage, or the same
+  // pickled object when there is no storage, as meta tensors); its own index when it is the first.
+  std::vector<size_t> same_tensor;
   std::vector<Finding> findings;  // warnings shown after the totals; summarize() leaves it empty (findings.h)
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
