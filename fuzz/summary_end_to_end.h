@@ -1,5 +1,5 @@
 // `ckpt summary` end to end on one in-memory file, for the reader targets: read, count, findings and the
-// security scan, then every renderer at full depth. Bad input may only throw InputError.
+// security scan, then every renderer at full depth, with the tensor table. Bad input may only throw InputError.
 #pragma once
 
 #include <memory>
@@ -20,6 +20,7 @@ inline void summary_end_to_end(const std::shared_ptr<ckpt::MappedFile>& f) {
     for (ckpt::Finding& x : ckpt::security_findings(*f, lim)) s.findings.push_back(std::move(x));
     ckpt::RenderOptions o;
     o.depth = -1;
+    o.tensors = true;
     (void)ckpt::render_summary_text(s, o);
     (void)ckpt::render_summary_markdown(s, o);
     (void)ckpt::summary_json_text(s);

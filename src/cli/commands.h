@@ -25,6 +25,8 @@ struct SummaryOptions : LimitOptions {
   std::vector<std::string> example_inputs;  // SPECs: one forward with LibTorch (ckpt-torch)
   std::string example_input_file;  // torch.save'd tensor / tuple / dict of inputs
   std::string device = "cpu";
+  bool tensors = false;  // --tensors: the tensor table in text / Markdown
+  std::vector<std::string> match;  // --match GLOB: only these tensors in it (implies --tensors)
   bool wants_forward() const { return !example_inputs.empty() || !example_input_file.empty(); }
 };
 

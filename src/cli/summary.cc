@@ -29,6 +29,16 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->default_val("text");
   sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1); with --format text or markdown, a usage error");
+  sub->add_flag("--tensors", o.tensors,
+                "Text / Markdown: a table of every tensor entry (name, dtype, shape, kind, state, size, trainable, tied to); "
+                "JSON always lists them");
+  sub->add_option("--match", o.match,
+                  "List only the tensors whose name matches this glob (fnmatch: * ? [..], * also matches '.'); repeatable, "
+                  "implies --tensors; not with JSON")
+      ->type_name("GLOB")
+      ->type_size(1)
+      ->expected(1, 1 << 20)  // repeatable, one GLOB each, so a following FILE is not swallowed
+      ->allow_extra_args(false);
   sub->add_option(
          "--model", o.model,
          "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
@@ -80,6 +90,10 @@ void warn_security(const std::string& path, const Limits& lim) {
 }  // namespace
 
 int run_summary(const SummaryOptions& o) {
+  const std::string format = o.json ? "json" : o.format;
+  // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
+  if (!o.match.empty() && format == "json")
+    throw UsageError("--match filters the text and Markdown tensor table; --json always lists every tensor (filter with jq)");
   // The process exits right after this command: freeing a million small objects one by one would
   // cost more than the whole read, so the checkpoint is deliberately not destroyed (clang -disable-free).
   const Limits lim = o.resolve();
@@ -114,17 +128,16 @@ int run_summary(const SummaryOptions& o) {
   // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
   s.findings = findings(ck, s);
   for (Finding& x : security_findings(o.file, &ck, lim)) s.findings.push_back(std::move(x));
-  const std::string format = o.json ? "json" : o.format;
-  std::string out;
   if (format == "json") {
     write_summary_json(s, stdout);
   } else {
     RenderOptions r;
     r.depth = o.depth;
     r.color = use_color(STDOUT_FILENO);
-    out = format == "markdown" ? render_summary_markdown(s, r) : render_summary_text(s, r);
+    r.tensors = o.tensors;
+    r.match = o.match;
+    (format == "markdown" ? write_summary_markdown : write_summary_text)(s, r, stdout);
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
   if (s.forward && !s.forward->error.empty()) {
     std::fflush(stdout);
     const ForwardReport& f = *s.forward;

@@ -76,7 +76,7 @@ std::string model_line(const ModelReport& m) {
   return line + " (" + join(bits, "; ") + ")";
 }
 
-std::string header_lines(const Summary& s, bool markdown) {
+std::string header_lines(const Summary& s, bool markdown, const std::string& tensors) {
   const Checkpoint& ck = *s.ck;
   std::string out;
   // Every value quotes the file (its path, prefix, records, names, metadata): shown through visible().
@@ -139,6 +139,7 @@ std::string header_lines(const Summary& s, bool markdown) {
                                m.name == ck.pt2.main_model ? ", summarized below" : ""));
     if (!ms.empty()) line("Models", join(ms, "; "));
   }
+  if (!tensors.empty()) line("Tensors", tensors);
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
   if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) {
@@ -275,42 +276,58 @@ Table module_table(const Summary& s, const RenderOptions& o) {
   return t;
 }
 
-}  // namespace
-
-std::string render_summary_text(const Summary& s, const RenderOptions& o) {
+// Writes the whole text or Markdown summary; the tensor table hands `flush` full buffers.
+void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::string& out, const Flush& flush) {
   const Totals& T = s.totals;
   const Checkpoint& ck = *s.ck;
-  std::string out = header_lines(s, false) + "\n";
-
-  // Lightning's _format_summary_table: an index column, " | " separators, dashes of sum(widths)+3*cols.
+  const TensorRows rows = tensor_rows(s, o);
+  out += header_lines(s, markdown, tensors_note(s, o, rows)) + "\n";
+  // No table without rows: an empty frame says nothing (a flat state dict has no module rows).
   Table t = module_table(s, o);
-  std::vector<std::vector<std::string>> cols;
-  cols.push_back({" "});
-  for (size_t k = 0; k < t.rows.size(); ++k) cols[0].push_back(std::to_string(k));
-  for (size_t c = 0; c < t.heads.size(); ++c) {
-    std::vector<std::string> col{t.heads[c]};
-    for (const auto& r : t.rows) col.push_back(r[c]);
-    cols.push_back(std::move(col));
-  }
-  std::vector<size_t> widths;
-  size_t total_width = 3 * (cols.size() + 1);
-  for (const auto& c : cols) {
-    size_t w = 0;
-    for (const auto& cell : c) w = std::max(w, cell.size());
-    widths.push_back(w);
-    total_width += w;
-  }
-  for (size_t r = 0; r < cols[0].size(); ++r) {
-    std::string line;
-    for (size_t c = 0; c < cols.size(); ++c) {
-      if (c) line += " | ";
-      line += fmt::format("{:<{}}", cols[c][r], widths[c]);
+  if (markdown) {
+    if (!t.rows.empty()) {
+      markdown_head(out, t.heads, {"Params", "Buffers", "Size"});
+      for (size_t k = 0; k < t.rows.size(); ++k) markdown_row(out, std::to_string(k), t.rows[k]);
+      if (!rows.rows.empty()) out += "\n";
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-    if (r == 0) out += std::string(total_width, '-') + "\n";
+    tensor_table(s, rows, true, out, flush);
+    out += "\n| Total | |\n|---|--:|\n";
+    auto count = [](uint64_t n) {
+      std::string c = human_count(n);
+      while (c.back() == ' ') c.pop_back();
+      return c;
+    };
+    out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", count(T.trainable),
+                       count(T.non_trainable), count(T.parameters));
+    out += fmt::format("| Buffers{} | {} |\n", ck.split_inferred && !ck.tensors.empty() ? " (inferred from names)" : "",
+                       count(T.buffers));
+    if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
+    out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
+                       static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
+    if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
+    if (ck.format == Format::Pt2) out += pt2_sections(ck, true);
+    if (!s.findings.empty()) out += "\n";
+    for (const Finding& f : s.findings)
+      out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message),
+                         visible(f.fix));
+    return;
   }
-  out += std::string(total_width, '-') + "\n";
+
+  if (!t.rows.empty()) {
+    std::vector<size_t> widths{std::max<size_t>(1, std::to_string(t.rows.size() - 1).size())};
+    for (size_t c = 0; c < t.heads.size(); ++c) {
+      size_t w = t.heads[c].size();
+      for (const auto& r : t.rows) w = std::max(w, r[c].size());
+      widths.push_back(w);
+    }
+    const std::string dashes(table_width(widths), '-');
+    table_line(out, " ", t.heads, widths);
+    out += dashes + "\n";
+    for (size_t k = 0; k < t.rows.size(); ++k) table_line(out, std::to_string(k), t.rows[k], widths);
+    out += dashes + "\n";
+    if (!rows.rows.empty()) out += "\n";
+  }
+  tensor_table(s, rows, false, out, flush);
   auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
   foot(human_count(T.trainable), "Trainable params");
   foot(human_count(T.non_trainable), "Non-trainable params");
@@ -335,44 +352,41 @@ std::string render_summary_text(const Summary& s, const RenderOptions& o) {
                        color_reset(o.color), visible(f.message));
     out += fmt::format("  fix: {}\n", visible(f.fix));
   }
+}
+
+Flush file_flush(std::FILE* f) {
+  return [f](std::string& buf) {
+    std::fwrite(buf.data(), 1, buf.size(), f);
+    buf.clear();
+  };
+}
+
+}  // namespace
+
+std::string render_summary_text(const Summary& s, const RenderOptions& o) {
+  std::string out;
+  summary_text(s, o, false, out, nullptr);
   return out;
 }
 
 std::string render_summary_markdown(const Summary& s, const RenderOptions& o) {
-  const Totals& T = s.totals;
-  std::string out = header_lines(s, true) + "\n";
-  Table t = module_table(s, o);
-  out += "|   | " + join(t.heads, " | ") + " |\n|--:|";
-  for (const auto& h : t.heads) out += (h == "Params" || h == "Buffers" || h == "Size") ? "--:|" : "---|";
-  out += "\n";
-  for (size_t k = 0; k < t.rows.size(); ++k) {
-    out += fmt::format("| {} |", k);
-    for (std::string cell : t.rows[k]) {
-      while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-      out += " " + markdown_cell(cell) + " |";
-    }
-    out += "\n";
-  }
-  out += "\n| Total | |\n|---|--:|\n";
-  auto count = [](uint64_t n) {
-    std::string c = human_count(n);
-    while (c.back() == ' ') c.pop_back();
-    return c;
-  };
-  out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", count(T.trainable),
-                     count(T.non_trainable), count(T.parameters));
-  out += fmt::format("| Buffers{} | {} |\n", s.ck->split_inferred && !s.ck->tensors.empty() ? " (inferred from names)" : "",
-                     count(T.buffers));
-  if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
-  out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
-                     static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
-  if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
-  if (s.ck->format == Format::Pt2) out += pt2_sections(*s.ck, true);
-  if (!s.findings.empty()) out += "\n";
-  for (const Finding& f : s.findings)
-    out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message),
-                       visible(f.fix));
+  std::string out;
+  summary_text(s, o, true, out, nullptr);
   return out;
+}
+
+void write_summary_text(const Summary& s, const RenderOptions& o, std::FILE* f) {
+  std::string out;
+  const Flush flush = file_flush(f);
+  summary_text(s, o, false, out, flush);
+  flush(out);
+}
+
+void write_summary_markdown(const Summary& s, const RenderOptions& o, std::FILE* f) {
+  std::string out;
+  const Flush flush = file_flush(f);
+  summary_text(s, o, true, out, flush);
+  flush(out);
 }
 
 namespace {
@@ -382,8 +396,6 @@ void put_ints(std::string& out, const std::vector<int64_t>& v) {
   for (size_t k = 0; k < v.size(); ++k) fmt::format_to(std::back_inserter(out), "{}{}", k ? ", " : "", v[k]);
   out += ']';
 }
-
-using Flush = std::function<void(std::string&)>;
 
 // Writes one array member per line: `"name": [\n    {...},\n    {...}\n  ]`, handing full buffers to
 // `flush` (when set) so that output memory stays bounded whatever the entry count.
@@ -532,8 +544,13 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     else put_ints(out, t.stride);
     if (lazy) out += ", \"numel\": null, \"bytes\": null";
     else fmt::format_to(out_it, ", \"numel\": {}, \"bytes\": {}", t.numel, t.bytes);
-    fmt::format_to(out_it, ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"device\": ",
-                   to_string(t.kind), t.kind_inferred, to_string(t.state), t.requires_grad);
+    fmt::format_to(out_it,
+                   ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"trainable\": {}, "
+                   "\"device\": ",
+                   to_string(t.kind), t.kind_inferred, to_string(t.state), t.requires_grad,
+                   t.kind != TensorKind::Parameter ? "null"
+                   : trainable(t)                  ? "true"
+                                                   : "false");
     opt_string(t.device);
     out += ", \"storage\": ";
     opt_string(t.storage);
@@ -585,10 +602,7 @@ std::string summary_json_text(const Summary& s) {
 
 void write_summary_json(const Summary& s, std::FILE* f) {
   std::string out;
-  Flush flush = [f](std::string& buf) {
-    std::fwrite(buf.data(), 1, buf.size(), f);
-    buf.clear();
-  };
+  const Flush flush = file_flush(f);
   summary_json(s, out, flush);
   flush(out);
 }

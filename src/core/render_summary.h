@@ -5,19 +5,18 @@
 #include <cstdio>
 #include <string>
 
+#include "core/render_tensors.h"
 #include "core/summary.h"
 
 namespace ckpt {
-
-struct RenderOptions {
-  int depth = 1;  // module rows up to this depth (Lightning's max_depth): -1 all, 0 none
-  bool color = false;  // ANSI colour for severities
-};
 
 constexpr const char* kSummarySchema = "ckpt.summary/1";
 
 std::string render_summary_text(const Summary& s, const RenderOptions& o);
 std::string render_summary_markdown(const Summary& s, const RenderOptions& o);
+// The same, written to `f` in bounded chunks (a --tensors table of 100,000 rows is never held whole).
+void write_summary_text(const Summary& s, const RenderOptions& o, std::FILE* f);
+void write_summary_markdown(const Summary& s, const RenderOptions& o, std::FILE* f);
 // The ckpt.summary/1 document, newline-terminated. Per-entry arrays are streamed, one entry a line.
 std::string summary_json_text(const Summary& s);
 // The same, written to `f` in bounded chunks.

@@ -73,8 +73,7 @@ Summary summarize(const Checkpoint& ck) {
     } else {
       T.parameters += n;
       T.parameter_bytes += t.bytes;
-      const bool trainable = t.is_parameter_object ? t.requires_grad : true;
-      (trainable ? T.trainable : T.non_trainable) += n;
+      (trainable(t) ? T.trainable : T.non_trainable) += n;
     }
   }
   for (const Storage& st : ck.storages) {
@@ -141,7 +140,7 @@ Summary summarize(const Checkpoint& ck) {
       if (t.kind == TensorKind::Buffer) row.buffers += n;
       else if (t.kind == TensorKind::Parameter) {
         row.parameters += n;
-        if (t.is_parameter_object ? t.requires_grad : true) row.trainable += n;
+        if (trainable(t)) row.trainable += n;
       }
     }
   }
@@ -192,6 +191,7 @@ Summary summarize(const Checkpoint& ck) {
     }
     if (groups.size() > 1) s.view_groups.push_back(idx);
   }
+  s.same_tensor = std::move(id_of);
   return s;
 }
 

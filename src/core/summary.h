@@ -97,11 +97,18 @@ struct Summary {
   // tensor (tied weights), and for each storage holding several different views, every entry on it.
   std::vector<size_t> uninitialized_entries, meta_entries;
   std::vector<std::vector<size_t>> tied_groups, view_groups;
+  // Per entry: the index of the first entry that is the same tensor (same view of one storage, or the same
+  // pickled object when there is no storage, as meta tensors); its own index when it is the first.
+  std::vector<size_t> same_tensor;
   std::vector<Finding> findings;  // warnings shown after the totals; summarize() leaves it empty (findings.h)
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
 };
 
 Summary summarize(const Checkpoint& ck);
+
+// Trainable as Lightning counts it (requires_grad), for a parameter entry. State dicts drop
+// requires_grad, so a parameter not saved as an nn.Parameter object counts as trainable.
+inline bool trainable(const Tensor& t) { return t.kind == TensorKind::Parameter && (!t.is_parameter_object || t.requires_grad); }
 
 }  // namespace ckpt
