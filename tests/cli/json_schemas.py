@@ -189,8 +189,10 @@ def self_test(root):
     broken("methods outside TorchScript", lambda d: d.update(methods=[]), None)
     check = {"schema": "ckpt.check/1", "file": "m.pt", "format": None, "fail_on": "error", "failed": False,
              "counts": {"error": 0, "warning": 1, "info": 0}, "read_error": "m.pt: not a checkpoint",
+             "status": "incomplete",
              "findings": [{"id": "scan-incomplete", "severity": "warning", "message": "m", "fix": "f", "where": ["data.pkl+0x22"],
-                           "member": "data.pkl", "offset": 34, "opcode": "STACK_GLOBAL", "global": "posix.system"}]}
+                           "locations": [{"where": "data.pkl+0x22", "file": None, "member": "data.pkl", "offset": 34,
+                                          "opcode": "STACK_GLOBAL", "global": "posix.system"}]}]}
     diff = {"schema": "ckpt.diff/1", "a": {"file": "a.pt", "format": "torch-zip", "tensors": 1},
             "b": {"file": "b.pt", "format": "safetensors", "tensors": 1}, "values_compared": True, "atol": 0.0, "rtol": 0.0,
             "keys_equal": True, "prefix": None, "paired": 1, "only_in_a": [], "only_in_b": [],
@@ -201,7 +203,11 @@ def self_test(root):
         if s.problems(doc):
             problems.append("a valid %s document is rejected: %s" % (doc["schema"], s.problems(doc)))
     for what, doc, change, where in (
-            ("a finding offset as a string", check, lambda d: d["findings"][0].update(offset="0x22"), "/findings/0/offset"),
+            ("a location offset as a string", check, lambda d: d["findings"][0]["locations"][0].update(offset="0x22"),
+             "/findings/0/locations/0/offset"),
+            ("a location without its null file", check, lambda d: d["findings"][0]["locations"][0].pop("file"),
+             "/findings/0/locations/0"),
+            ("status 'ok'", check, lambda d: d.update(status="ok"), "/status"),
             ("fail_on 'sometimes'", check, lambda d: d.update(fail_on="sometimes"), "/fail_on"),
             ("a rule id that is not kebab-case", check, lambda d: d["findings"][0].update(id="Scan Incomplete"), "/findings/0/id"),
             ("compared values without max_rel_diff", diff, lambda d: d["changed"][0].pop("max_rel_diff"), "/changed/0"),
