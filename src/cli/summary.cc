@@ -74,6 +74,9 @@ void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
     throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
+  // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
+  if (!o.match.empty() && (o.json || o.format == "json"))
+    throw UsageError("--match filters the text and Markdown tensor table; --json always lists every tensor (filter with jq)");
 }
 
 namespace {
@@ -91,9 +94,6 @@ void warn_security(const std::string& path, const Limits& lim) {
 
 int run_summary(const SummaryOptions& o) {
   const std::string format = o.json ? "json" : o.format;
-  // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
-  if (!o.match.empty() && format == "json")
-    throw UsageError("--match filters the text and Markdown tensor table; --json always lists every tensor (filter with jq)");
   // The process exits right after this command: freeing a million small objects one by one would
   // cost more than the whole read, so the checkpoint is deliberately not destroyed (clang -disable-free).
   const Limits lim = o.resolve();
