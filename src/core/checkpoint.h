@@ -158,7 +158,7 @@ struct Finding {
   std::string message;
   std::string fix;
   std::vector<std::string> where;  // for humans
-  std::vector<Location> locations;  // index-aligned with where; shorter (or empty) where no fields apply
+  std::vector<Location> locations = {};  // index-aligned with where; shorter (or empty) where none apply
 };
 
 // ---- metadata: typed here, written to summary's JSON `metadata` by metadata_json alone ----
