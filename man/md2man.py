@@ -163,10 +163,39 @@ def heading(level, title, base):
     return [".PP", "\\fB" + text.replace("\\fR", "\\fB") + "\\fR"]
 
 
+def slug(title):
+    """The anchor GitHub gives a heading."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def one_section(path, lines, anchor):
+    """The page's # title and the ## section whose anchor is given, without its ## line."""
+    fence = None
+    start = end = None
+    for n, line in enumerate(lines):
+        m = FENCE.match(line)
+        if m and (fence is None or line.strip() == fence):
+            fence = None if fence else m.group(2)
+            continue
+        h = not fence and HEADING.match(line)
+        if h and len(h.group(1)) <= 2:
+            if start is not None and end is None:
+                end = n
+            if len(h.group(1)) == 2 and slug(h.group(2)) == anchor:
+                start = n + 1
+    if start is None:
+        raise SystemExit(f"{path}: no ## section with the anchor #{anchor}")
+    return ["# (section)"] + lines[start:end]
+
+
 def render(path, base, drop_title):
-    """Renders one docs page. drop_title: the page's # title is not printed (its section is)."""
+    """Renders one docs page, or with PATH#anchor one ## section of it. drop_title: the page's #
+    title is not printed (its section is)."""
+    path, _, anchor = path.partition("#")
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
+    if anchor:
+        lines = one_section(path, lines, anchor)
     out = []
     i = 0
     list_depth = []  # indents of the open list levels

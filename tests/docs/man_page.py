@@ -46,7 +46,7 @@ def main():
         line = line.strip()
         if not line or line.startswith("#") or line.startswith("NAME"):
             continue
-        page = os.path.join(args.root, line.partition("|")[2].strip())
+        page = os.path.join(args.root, line.partition("|")[2].strip().partition("#")[0])
         fence = False
         for l in open(page, encoding="utf-8"):
             if l.lstrip().startswith("```"):
