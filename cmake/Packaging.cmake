@@ -29,15 +29,24 @@ if(TARGET ckpt-torch)
   install(TARGETS ckpt-torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT torch)
 endif()
 
-# The man page's source; a build that generates it points this at the generated file.
-set(CKPT_MAN_PAGE "${PROJECT_SOURCE_DIR}/man/ckpt.1" CACHE FILEPATH "The ckpt(1) man page to install")
-install(FILES ${CKPT_MAN_PAGE} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ckpt)
-
 # Completions are generated from `ckpt --help` and `ckpt CMD --help` after each link, so they list
 # exactly the subcommands and options of the binary being installed (tests/completions_test.py
 # checks them against --help in each shell).
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
+  # The man page is generated from the reference in docs/ (man/pages.txt gives the sections'
+  # order), so it says what the docs say; no copy is kept by hand.
+  file(GLOB _ckpt_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+  set(CKPT_MAN_PAGE ${PROJECT_BINARY_DIR}/man/ckpt.1)
+  add_custom_command(
+    OUTPUT ${CKPT_MAN_PAGE}
+    COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/man/md2man.py --pages ${PROJECT_SOURCE_DIR}/man/pages.txt
+            --version ${PROJECT_VERSION} --out ${CKPT_MAN_PAGE}
+    DEPENDS ${PROJECT_SOURCE_DIR}/man/md2man.py ${PROJECT_SOURCE_DIR}/man/pages.txt ${_ckpt_doc_pages}
+    COMMENT "Generating the ckpt(1) man page from docs/")
+  add_custom_target(ckpt_man ALL DEPENDS ${CKPT_MAN_PAGE})
+  install(FILES ${CKPT_MAN_PAGE} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ckpt)
+
   set(_ckpt_comp_dir ${PROJECT_BINARY_DIR}/completions)
   set(_ckpt_comp_files ${_ckpt_comp_dir}/ckpt ${_ckpt_comp_dir}/_ckpt ${_ckpt_comp_dir}/ckpt.fish)
   add_custom_command(
@@ -54,7 +63,7 @@ if(Python3_Interpreter_FOUND)
   install(FILES ${_ckpt_comp_dir}/ckpt.fish
           DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d COMPONENT ckpt)
 else()
-  message(STATUS "ckpt: no python3, so no shell completions are generated or installed")
+  message(STATUS "ckpt: no python3, so no man page and no shell completions are generated or installed")
 endif()
 
 # JSON Schemas of the ckpt.*/1 outputs, when the tree has them.

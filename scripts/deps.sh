@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
       python3 python3-torch python3-jsonschema libtorch-dev
-      dpkg-dev file git pre-commit python3-yaml zsh fish)
+      dpkg-dev file git pre-commit python3-yaml zsh fish man-db groff-base jq)
 if (($#)); then pkgs=("$@"); fi
 missing=()
 for p in "${pkgs[@]}"; do
