@@ -56,11 +56,13 @@ const uint8_t* bytes_of(const Tensor& t, const StorageIndex& index) {
 double number(const json& j) { return j.is_null() ? INFINITY : j.get<double>(); }
 
 // Every way the work can be cut: one thread, several, pieces smaller than a row, the default.
+// The baseline (SSE2) loop as well as the widest the CPU has.
 struct Cut {
   unsigned threads;
   uint64_t piece;
+  bool wide = true;
 };
-constexpr Cut kCuts[] = {{1, 8ull << 20}, {2, 64}, {3, 1000}, {4, 1}, {2, 8ull << 20}};
+constexpr Cut kCuts[] = {{1, 8ull << 20}, {2, 64}, {3, 1000}, {4, 1}, {2, 8ull << 20}, {1, 8ull << 20, false}, {2, 100, false}};
 
 const TensorDiff* find(const DiffResult& r, const std::string& name) {
   for (const TensorDiff& d : r.changed)
@@ -108,6 +110,7 @@ TEST_CASE("diff --values: every dtype, view and special value as PyTorch compute
       CAPTURE(cut.piece);
       o.threads = cut.threads;
       o.piece_bytes = cut.piece;
+      o.wide_simd = cut.wide;
       const DiffResult r = diff_checkpoints(a, b, o);
       CHECK(r.compared == a.tensors.size());
       bool all_within = true;
@@ -171,6 +174,7 @@ TEST_CASE("diff --values: threaded typed loops equal the per-element reference o
         o.rtol = rtol;
         o.threads = cut.threads;
         o.piece_bytes = cut.piece;
+        o.wide_simd = cut.wide;
         const DiffResult r = diff_checkpoints(a, b, o);
         for (const Tensor& ta : a.tensors) {
           auto it = by_name.find(ta.name);

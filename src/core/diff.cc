@@ -137,6 +137,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
   vo.rtol = o.rtol;
   vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   vo.piece_bytes = o.piece_bytes;
+  vo.wide_simd = o.wide_simd;
   vo.progress = o.progress;
   const std::vector<ValueDiff> values = compare_values(jobs, vo);
   for (size_t j = 0; j < jobs.size(); ++j) {

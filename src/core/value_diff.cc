@@ -10,6 +10,12 @@
 #include <string_view>
 #include <thread>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "core/dtype.h"
 #include "core/mapped_file.h"
 #include "core/storage.h"
@@ -81,46 +87,117 @@ constexpr std::array<Convert, 12> kConvert{to_double<Kind::F32>,  to_double<Kind
                                            to_double<Kind::I16>,  to_double<Kind::U16>, to_double<Kind::I32>,
                                            to_double<Kind::U32>,  to_double<Kind::I64>, to_double<Kind::U64>};
 
-// The comparison of diff.h per element, without branches so it vectorizes: elements that are equal
-// (x == y, or both NaN) contribute nothing; for the others |x - y| (NaN -> inf) raises max_abs,
-// |x - y| / |y| where y != 0 raises max_rel (NaN never does), and the tolerance test is the exact
-// expression of the reference. Lanes keep independent maxima (max is order-free).
+// The comparison of diff.h per element: elements that are equal (x == y, or both NaN) contribute
+// nothing; for the others |x - y| (NaN -> inf) raises max_abs, |x - y| / |y| where y != 0 raises
+// max_rel (a NaN quotient never does), and the tolerance test is the reference's expression.
 struct Acc {
-  static constexpr size_t kLanes = 4;
-  std::array<double, kLanes> max_abs{}, max_rel{};
-  std::array<uint8_t, kLanes> differ{}, outside{};
+  double max_abs = 0.0, max_rel = 0.0;
+  bool differ = false, outside = false;
 };
 
-void compare_block(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
-  constexpr size_t L = Acc::kLanes;
-  size_t k = 0;
-  auto one = [&](size_t i, size_t l) {
-    const double a = x[i], b = y[i];
-    const bool same = (a == b) | ((a != a) & (b != b));
-    const double diff = std::fabs(a - b), ab = std::fabs(b);
-    acc.differ[l] |= !same;
-    acc.outside[l] |= !same & !(diff <= atol + rtol * ab);
-    const double d = same ? 0.0 : (diff != diff ? INFINITY : diff);
-    acc.max_abs[l] = d > acc.max_abs[l] ? d : acc.max_abs[l];
-    const double r = (!same & (b != 0)) ? diff / ab : 0.0;
-    acc.max_rel[l] = r > acc.max_rel[l] ? r : acc.max_rel[l];
-  };
-  for (; k + L <= n; k += L)
-    for (size_t l = 0; l < L; ++l) one(k + l, l);
-  for (; k < n; ++k) one(k, 0);
+void compare_scalar(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  for (size_t k = 0; k < n; ++k) {
+    const double a = x[k], b = y[k];
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    acc.differ = true;
+    const double diff = std::fabs(a - b);
+    if (!(diff <= atol + rtol * std::fabs(b))) acc.outside = true;
+    if (std::isnan(diff) || diff > acc.max_abs) acc.max_abs = std::isnan(diff) ? INFINITY : diff;
+    if (b != 0 && diff / std::fabs(b) > acc.max_rel) acc.max_rel = diff / std::fabs(b);
+  }
 }
+
+#if defined(__SSE2__)
+// The same two elements at a time, without branches. maxpd(v, m) is exactly `v > m ? v : m` (m when
+// v is NaN), and max is order-free, so the lanes' maxima merge to the scalar loop's.
+void compare_block(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
+  const __m128d ones = _mm_castsi128_pd(_mm_set1_epi64x(-1));
+  const __m128d va = _mm_set1_pd(atol), vr = _mm_set1_pd(rtol), inf = _mm_set1_pd(INFINITY), zero = _mm_setzero_pd();
+  __m128d max_abs = zero, max_rel = zero, differ = zero, outside = zero;
+  size_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const __m128d a = _mm_loadu_pd(x + k), b = _mm_loadu_pd(y + k);
+    const __m128d same = _mm_or_pd(_mm_cmpeq_pd(a, b), _mm_and_pd(_mm_cmpunord_pd(a, a), _mm_cmpunord_pd(b, b)));
+    const __m128d diff = _mm_and_pd(_mm_sub_pd(a, b), abs_mask), ab = _mm_and_pd(b, abs_mask);
+    const __m128d ok = _mm_or_pd(same, _mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))));
+    differ = _mm_or_pd(differ, _mm_andnot_pd(same, ones));
+    outside = _mm_or_pd(outside, _mm_andnot_pd(ok, ones));
+    const __m128d nan = _mm_cmpunord_pd(diff, diff);
+    const __m128d d = _mm_andnot_pd(same, _mm_or_pd(_mm_and_pd(nan, inf), _mm_andnot_pd(nan, diff)));
+    max_abs = _mm_max_pd(d, max_abs);
+    const __m128d want = _mm_andnot_pd(same, _mm_cmpneq_pd(b, zero));
+    max_rel = _mm_max_pd(_mm_and_pd(_mm_div_pd(diff, ab), want), max_rel);
+  }
+  alignas(16) double m[2];
+  _mm_store_pd(m, max_abs);
+  acc.max_abs = std::max({acc.max_abs, m[0], m[1]});
+  _mm_store_pd(m, max_rel);
+  acc.max_rel = std::max({acc.max_rel, m[0], m[1]});
+  acc.differ = acc.differ || _mm_movemask_pd(differ) != 0;
+  acc.outside = acc.outside || _mm_movemask_pd(outside) != 0;
+  compare_scalar(x + k, y + k, n - k, atol, rtol, acc);
+}
+#else
+void compare_block(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  compare_scalar(x, y, n, atol, rtol, acc);
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CKPT_DIFF_AVX 1
+// compare_block four elements at a time where the CPU has AVX2 (chosen at run time).
+__attribute__((target("avx2"))) void compare_block_avx2(const double* x, const double* y, size_t n, double atol, double rtol,
+                                                        Acc& acc) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256d ones = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  const __m256d va = _mm256_set1_pd(atol), vr = _mm256_set1_pd(rtol), inf = _mm256_set1_pd(INFINITY);
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d max_abs = zero, max_rel = zero, differ = zero, outside = zero;
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const __m256d a = _mm256_loadu_pd(x + k), b = _mm256_loadu_pd(y + k);
+    const __m256d same = _mm256_or_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ),
+                                      _mm256_and_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
+    const __m256d diff = _mm256_and_pd(_mm256_sub_pd(a, b), abs_mask), ab = _mm256_and_pd(b, abs_mask);
+    const __m256d ok = _mm256_or_pd(same, _mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ));
+    differ = _mm256_or_pd(differ, _mm256_andnot_pd(same, ones));
+    outside = _mm256_or_pd(outside, _mm256_andnot_pd(ok, ones));
+    const __m256d nan = _mm256_cmp_pd(diff, diff, _CMP_UNORD_Q);
+    const __m256d d = _mm256_andnot_pd(same, _mm256_blendv_pd(diff, inf, nan));
+    max_abs = _mm256_max_pd(d, max_abs);
+    const __m256d want = _mm256_andnot_pd(same, _mm256_cmp_pd(b, zero, _CMP_NEQ_UQ));
+    max_rel = _mm256_max_pd(_mm256_and_pd(_mm256_div_pd(diff, ab), want), max_rel);
+  }
+  alignas(32) double m[4];
+  _mm256_store_pd(m, max_abs);
+  acc.max_abs = std::max({acc.max_abs, m[0], m[1], m[2], m[3]});
+  _mm256_store_pd(m, max_rel);
+  acc.max_rel = std::max({acc.max_rel, m[0], m[1], m[2], m[3]});
+  acc.differ = acc.differ || _mm256_movemask_pd(differ) != 0;
+  acc.outside = acc.outside || _mm256_movemask_pd(outside) != 0;
+  compare_scalar(x + k, y + k, n - k, atol, rtol, acc);
+}
+#endif
 
 // Compares `n` elements contiguous on both sides.
 void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_t n, uint32_t ia, uint32_t ib, double atol,
-                 double rtol, Acc& acc) {
+                 double rtol, bool wide, Acc& acc) {
   alignas(64) double x[kBlock], y[kBlock];
+#ifdef CKPT_DIFF_AVX
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  auto* const compare = avx2 && wide ? compare_block_avx2 : compare_block;
+#else
+  (void)wide;
+  auto* const compare = compare_block;
+#endif
   for (uint64_t k = 0; k < n; k += kBlock) {
     const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlock, n - k));
     const uint8_t *qa = pa + k * ia, *qb = pb + k * ib;
     if (ka == kb && std::memcmp(qa, qb, m * ia) == 0) continue;  // bitwise equal: equal values, NaN included
     kConvert[static_cast<size_t>(ka)](qa, x, m);
     kConvert[static_cast<size_t>(kb)](qb, y, m);
-    compare_block(x, y, m, atol, rtol, acc);
+    compare(x, y, m, atol, rtol, acc);
   }
 }
 
@@ -238,8 +315,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     uint64_t bytes;
     if (pl.packed) {  // same dtype (a packed dtype is never numeric): the stored bytes
       const uint64_t na = dtype_bytes(*p.a->dtype, p.a->numel), nb = dtype_bytes(*p.b->dtype, p.b->numel);
-      acc.differ[0] = acc.outside[0] = na != nb ||
-                                       std::memcmp(p.a_bytes + p.a->offset * pl.ia, p.b_bytes + p.b->offset * pl.ib, na) != 0;
+      acc.differ = acc.outside = na != nb ||
+                                 std::memcmp(p.a_bytes + p.a->offset * pl.ia, p.b_bytes + p.b->offset * pl.ib, na) != 0;
       bytes = na + nb;
     } else {
       std::vector<int64_t> shape = pl.shape;
@@ -255,26 +332,20 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
       const bool own_pages = items_of[it.plan] == 1 || pl.shape.size() == 1;
       if (own_pages && p.a_file) p.a_file->prefetch(sa, len_a);
       if (own_pages && p.b_file) p.b_file->prefetch(sb, len_b);
-      for_each_strided_run<2>(shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}},
-                              [&](const std::array<int64_t, 2>& at, int64_t n) {
-                                const uint8_t *qa = p.a_bytes + at[0] * pl.ia, *qb = p.b_bytes + at[1] * pl.ib;
-                                if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
-                                  if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0)
-                                    acc.differ[0] = acc.outside[0] = 1;
-                                  return;
-                                }
-                                compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, acc);
-                              });
+      for_each_strided_run<2>(
+          shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, [&](const std::array<int64_t, 2>& at, int64_t n) {
+            const uint8_t *qa = p.a_bytes + at[0] * pl.ia, *qb = p.b_bytes + at[1] * pl.ib;
+            if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
+              if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
+              return;
+            }
+            compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, acc);
+          });
       if (own_pages && p.a_file) p.a_file->release(sa, len_a);
       if (own_pages && p.b_file) p.b_file->release(sb, len_b);
       bytes = static_cast<uint64_t>(numel) * (pl.ia + pl.ib);
     }
-    for (size_t l = 0; l < Acc::kLanes; ++l) {
-      out.max_abs = std::max(out.max_abs, acc.max_abs[l]);
-      out.max_rel = std::max(out.max_rel, acc.max_rel[l]);
-      out.equal = out.equal && !acc.differ[l];
-      out.within = out.within && !acc.outside[l];
-    }
+    out = {acc.max_abs, acc.max_rel, !acc.differ, !acc.outside};
     return bytes;
   };
   auto work = [&](bool report) {
