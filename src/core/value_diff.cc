@@ -204,13 +204,13 @@ void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_
 // A pair's elements as rows along its first dimension (all elements as one dimension when both
 // sides are contiguous), so a work item is a range of rows.
 struct Plan {
-  const ValuePair* pair;
-  Kind ka, kb;
-  uint32_t ia, ib;
+  const ValuePair* pair = nullptr;
+  Kind ka = Kind::Bytes, kb = Kind::Bytes;
+  uint32_t ia = 0, ib = 0;
   std::vector<int64_t> shape, stride_a, stride_b;
-  int64_t offset_a, offset_b;
-  int64_t row_elems;  // elements per row
-  bool packed;  // sub-byte dtype: its stored bytes compared as a whole
+  int64_t offset_a = 0, offset_b = 0;
+  int64_t row_elems = 1;  // elements per row
+  bool packed = false;  // sub-byte dtype: its stored bytes compared as a whole
 };
 
 struct Item {
@@ -256,18 +256,18 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
   const uint64_t piece = std::max<uint64_t>(o.piece_bytes, 1);
   for (const ValuePair& p : pairs) {
     const Tensor &a = *p.a, &b = *p.b;
-    Plan pl{&p,
-            kind_of(*a.dtype),
-            kind_of(*b.dtype),
-            a.dtype->itemsize,
-            b.dtype->itemsize,
-            a.shape,
-            a.stride,
-            b.stride,
-            a.offset,
-            b.offset,
-            1,
-            a.dtype->pack != 1 || b.dtype->pack != 1};
+    Plan pl;
+    pl.pair = &p;
+    pl.ka = kind_of(*a.dtype);
+    pl.kb = kind_of(*b.dtype);
+    pl.ia = a.dtype->itemsize;
+    pl.ib = b.dtype->itemsize;
+    pl.shape = a.shape;
+    pl.stride_a = a.stride;
+    pl.stride_b = b.stride;
+    pl.offset_a = a.offset;
+    pl.offset_b = b.offset;
+    pl.packed = a.dtype->pack != 1 || b.dtype->pack != 1;
     const size_t index = plans.size();
     if (a.numel == 0) {
       plans.push_back(std::move(pl));
@@ -366,6 +366,7 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
   work(true);
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+  if (o.progress) o.progress(done, total);  // the other threads may have taken every item
 
   std::vector<ValueDiff> out(plans.size());
   for (size_t i = 0; i < items.size(); ++i) out[items[i].plan].merge(results[i]);

@@ -39,7 +39,7 @@ struct ValueCompareOptions {
   unsigned threads = 1;
   uint64_t piece_bytes = 8ull << 20;  // bytes of A and B per work item
   bool wide_simd = true;  // AVX2 where the CPU has it; false: the baseline SSE2 loop (tests cover both)
-  // (bytes of A and B compared, total), from the calling thread only.
+  // (bytes of A and B compared, total), from the calling thread only, last with done == total.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
