@@ -1,9 +1,11 @@
 // `ckpt diff A B`: options, and the run that compares (core/diff.h) and renders (core/render_report.h).
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/precheck.h"
 #include "core/diff.h"
 #include "core/reader.h"
 #include "core/render_report.h"
@@ -14,7 +16,9 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
   auto* sub = app.add_subcommand("diff", "Compare two checkpoints: keys, dtypes, shapes, renames, and values");
   sub->add_option("a", o.a, "First checkpoint (any format summary reads)")->required()->type_name("A");
   sub->add_option("b", o.b, "Second checkpoint")->required()->type_name("B");
-  sub->add_flag("--values", o.values, "Compare tensor values too (max absolute / relative difference per tensor)");
+  sub->add_flag(
+      "--values", o.values,
+      "Compare tensor values too (max absolute / relative difference per tensor; every core, with a progress bar on a terminal)");
   sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
   sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.diff/1)");
@@ -45,7 +49,11 @@ int run_diff(const DiffCliOptions& o) {
   d.values = o.values;
   d.atol = o.atol;
   d.rtol = o.rtol;
+  Progress progress;  // as load's: stderr, TTY only, work over a second
+  progress.enabled = o.values && !o.json && isatty(STDERR_FILENO);
+  d.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
   const DiffResult r = diff_checkpoints(*a, *b, d);
+  progress.clear();
   const std::string out = o.json ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
   std::fwrite(out.data(), 1, out.size(), stdout);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)

@@ -3,8 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,17 +11,33 @@
 #include "core/keys.h"
 #include "core/storage.h"
 #include "core/text.h"
+#include "core/value_diff.h"
 #include "core/values.h"
 
 namespace ckpt {
 namespace {
 
-// Where a tensor's storage bytes are in its file (nullptr when it has none: meta, lazy, missing).
-const uint8_t* storage_bytes(const Tensor& t, const StorageIndex& index) {
-  if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != Layout::Strided) return nullptr;
+// Where a tensor's storage bytes are (nullptr when it has none to compare: meta, lazy, missing, not
+// strided), bounds-checked as load checks them, and the mapped file they are in (nullptr: memory).
+struct View {
+  const uint8_t* bytes = nullptr;
+  const MappedFile* file = nullptr;
+};
+View storage_view(const Checkpoint& ck, const Tensor& t, const StorageIndex& index) {
+  View v;
+  if (t.state != TensorState::Materialized || t.storage.empty() || t.layout != Layout::Strided || !t.dtype) return v;
   const Storage* s = index.find(t.storage);
-  if (!s || !s->present) return nullptr;
-  return index.bytes(*s).data();
+  if (!s || !s->present) return v;
+  if (t.dtype->pack == 1) checked_extent(ck, t, *s);
+  else if (t.offset < 0 || static_cast<uint64_t>(t.offset) > s->nbytes / t.dtype->itemsize ||
+           dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel)) >
+               s->nbytes - static_cast<uint64_t>(t.offset) * t.dtype->itemsize)
+    throw InputError((s->source ? s->source : ck.file.get())->path(), std::string(s->member), 0,
+                     fmt::format("tensor '{}': {} elements at offset {} do not fit storage '{}' of {} bytes", t.name, t.numel,
+                                 t.offset, s->key, s->nbytes));
+  v.bytes = index.bytes(*s).data();
+  if (!StorageIndex::assembled(*s)) v.file = s->source ? s->source : ck.file.get();
+  return v;
 }
 
 // Each key under its renamed name (renamed_key, as load does), refusing two keys that become one.
@@ -81,6 +96,9 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   const StorageIndex index_a(A), index_b(B);
   std::unordered_map<const Tensor*, bool> matched_b;
+  std::vector<TensorDiff> paired;  // in A's order
+  std::vector<ValuePair> jobs;
+  std::vector<size_t> job_of;  // index in `paired` of each job
   for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
     const Tensor& ta = A.tensors[ka];
     const Tensor* tb = partner(names_a[ka]);
@@ -90,7 +108,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     }
     matched_b[tb] = true;
     ++r.paired;
-    TensorDiff d;
+    TensorDiff& d = paired.emplace_back();
     d.a = ta.name;
     d.b = tb->name;
     d.dtype_a = ta.dtype ? std::string(ta.dtype->name) : "?";
@@ -98,40 +116,39 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     d.shape_a = ta.shape;
     d.shape_b = tb->shape;
     d.state_changed = ta.state != tb->state;
-    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
     if (o.values && ta.shape == tb->shape && ta.state == tb->state) {
-      const uint8_t* pa = storage_bytes(ta, index_a);
-      const uint8_t* pb = storage_bytes(*tb, index_b);
-      if (pa && pb) {
+      const View va = storage_view(A, ta, index_a), vb = storage_view(B, *tb, index_b);
+      if (va.bytes && vb.bytes) {
         d.compared = true;
         ++r.compared;
         d.comparable = numeric(ta.dtype) && numeric(tb->dtype);
         if (!d.comparable && ta.dtype != tb->dtype) {  // no common view: different by definition
           d.values_equal = d.within = false;
-          r.changed.push_back(std::move(d));
           continue;
         }
-        std::vector<uint64_t> offs_b;
-        offs_b.reserve(static_cast<size_t>(tb->numel));
-        for_each_element(*tb, [&](uint64_t off) { offs_b.push_back(off); });
-        size_t k = 0;
-        for_each_element(ta, [&](uint64_t off) {
-          const uint64_t ob = offs_b[k++];
-          if (!d.comparable) {
-            if (std::memcmp(pa + off, pb + ob, ta.dtype->itemsize) != 0) d.values_equal = d.within = false;
-            return;
-          }
-          const double x = *element_value(*ta.dtype, pa + off), y = *element_value(*tb->dtype, pb + ob);
-          if (x == y || (std::isnan(x) && std::isnan(y))) return;
-          d.values_equal = false;
-          const double diff = std::fabs(x - y);
-          if (!(diff <= o.atol + o.rtol * std::fabs(y))) d.within = false;
-          if (std::isnan(diff) || diff > d.max_abs) d.max_abs = std::isnan(diff) ? INFINITY : diff;
-          if (y != 0 && diff / std::fabs(y) > d.max_rel) d.max_rel = diff / std::fabs(y);
-        });
-        r.max_abs = std::max(r.max_abs, d.max_abs);
+        jobs.push_back({&ta, tb, va.bytes, vb.bytes, va.file, vb.file});
+        job_of.push_back(paired.size() - 1);
       }
     }
+  }
+  ValueCompareOptions vo;
+  vo.atol = o.atol;
+  vo.rtol = o.rtol;
+  vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  vo.piece_bytes = o.piece_bytes;
+  vo.wide_simd = o.wide_simd;
+  vo.progress = o.progress;
+  const std::vector<ValueDiff> values = compare_values(jobs, vo);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    TensorDiff& d = paired[job_of[j]];
+    d.max_abs = values[j].max_abs;
+    d.max_rel = values[j].max_rel;
+    d.values_equal = values[j].equal;
+    d.within = values[j].within;
+    r.max_abs = std::max(r.max_abs, d.max_abs);
+  }
+  for (TensorDiff& d : paired) {
+    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
     if (!same_meta || !d.values_equal) r.changed.push_back(std::move(d));
   }
   for (const Tensor& tb : B.tensors)

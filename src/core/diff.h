@@ -1,8 +1,9 @@
 // `ckpt diff A B`: which keys only one side has, dtype and shape changes, a prefix that explains renames
 // (B is A with `_orig_mod.` added), and with values the largest absolute / relative difference per
-// tensor, read straight from both mapped files one element at a time (neither file is loaded whole).
+// tensor, read straight from both mapped files (neither is loaded whole) on every core (value_diff.h).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,13 @@ struct DiffOptions {
   bool values = false;
   double atol = 0.0;
   double rtol = 0.0;
+  // Values are compared on this many threads (0: one per core), in work items of about piece_bytes
+  // of A and B, so one big tensor is split over them.
+  unsigned threads = 0;
+  uint64_t piece_bytes = 8ull << 20;
+  bool wide_simd = true;  // value_diff.h
+  // (bytes of A and B compared, bytes to compare), called from the calling thread only.
+  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 struct TensorDiff {

@@ -1,0 +1,376 @@
+#include "core/value_diff.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string_view>
+#include <thread>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+#include "core/storage.h"
+
+namespace ckpt {
+namespace {
+
+// Elements converted per block: two float64 blocks of this size stay in L1.
+constexpr size_t kBlock = 512;
+
+// The dtypes element_value converts, one conversion loop each; Bytes for every other dtype.
+enum class Kind : uint8_t { F32, F64, F16, BF16, I8, U8, I16, U16, I32, U32, I64, U64, Bytes };
+
+Kind kind_of(const DType& d) {
+  static constexpr std::array<std::pair<std::string_view, Kind>, 13> kinds{{{"float32", Kind::F32},
+                                                                            {"float64", Kind::F64},
+                                                                            {"float16", Kind::F16},
+                                                                            {"bfloat16", Kind::BF16},
+                                                                            {"int8", Kind::I8},
+                                                                            {"uint8", Kind::U8},
+                                                                            {"bool", Kind::U8},
+                                                                            {"int16", Kind::I16},
+                                                                            {"uint16", Kind::U16},
+                                                                            {"int32", Kind::I32},
+                                                                            {"uint32", Kind::U32},
+                                                                            {"int64", Kind::I64},
+                                                                            {"uint64", Kind::U64}}};
+  for (const auto& [name, k] : kinds)
+    if (d.name == name) return k;
+  return Kind::Bytes;
+}
+
+template <typename T>
+T load(const uint8_t* p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  return x;
+}
+
+float bf16_bits_to_float(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// `n` elements at `p` (contiguous) as float64, one loop per dtype so each is a plain typed loop.
+template <Kind K>
+void to_double(const uint8_t* p, double* out, size_t n) {
+  for (size_t k = 0; k < n; ++k) {
+    if constexpr (K == Kind::F32) out[k] = load<float>(p + 4 * k);
+    if constexpr (K == Kind::F64) out[k] = load<double>(p + 8 * k);
+    if constexpr (K == Kind::F16) out[k] = half_bits_to_float(load<uint16_t>(p + 2 * k));
+    if constexpr (K == Kind::BF16) out[k] = bf16_bits_to_float(load<uint16_t>(p + 2 * k));
+    if constexpr (K == Kind::I8) out[k] = load<int8_t>(p + k);
+    if constexpr (K == Kind::U8) out[k] = p[k];
+    if constexpr (K == Kind::I16) out[k] = load<int16_t>(p + 2 * k);
+    if constexpr (K == Kind::U16) out[k] = load<uint16_t>(p + 2 * k);
+    if constexpr (K == Kind::I32) out[k] = load<int32_t>(p + 4 * k);
+    if constexpr (K == Kind::U32) out[k] = load<uint32_t>(p + 4 * k);
+    if constexpr (K == Kind::I64) out[k] = static_cast<double>(load<int64_t>(p + 8 * k));
+    if constexpr (K == Kind::U64) out[k] = static_cast<double>(load<uint64_t>(p + 8 * k));
+  }
+}
+
+using Convert = void (*)(const uint8_t*, double*, size_t);
+constexpr std::array<Convert, 12> kConvert{to_double<Kind::F32>,  to_double<Kind::F64>, to_double<Kind::F16>,
+                                           to_double<Kind::BF16>, to_double<Kind::I8>,  to_double<Kind::U8>,
+                                           to_double<Kind::I16>,  to_double<Kind::U16>, to_double<Kind::I32>,
+                                           to_double<Kind::U32>,  to_double<Kind::I64>, to_double<Kind::U64>};
+
+// The comparison of diff.h per element: elements that are equal (x == y, or both NaN) contribute
+// nothing; for the others |x - y| (NaN -> inf) raises max_abs, |x - y| / |y| where y != 0 raises
+// max_rel (a NaN quotient never does), and the tolerance test is the reference's expression.
+struct Acc {
+  double max_abs = 0.0, max_rel = 0.0;
+  bool differ = false, outside = false;
+};
+
+void compare_scalar(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  for (size_t k = 0; k < n; ++k) {
+    const double a = x[k], b = y[k];
+    if (a == b || (std::isnan(a) && std::isnan(b))) continue;
+    acc.differ = true;
+    const double diff = std::fabs(a - b);
+    if (!(diff <= atol + rtol * std::fabs(b))) acc.outside = true;
+    if (std::isnan(diff) || diff > acc.max_abs) acc.max_abs = std::isnan(diff) ? INFINITY : diff;
+    if (b != 0 && diff / std::fabs(b) > acc.max_rel) acc.max_rel = diff / std::fabs(b);
+  }
+}
+
+#if defined(__SSE2__)
+// The same two elements at a time, without branches. maxpd(v, m) is exactly `v > m ? v : m` (m when
+// v is NaN), and max is order-free, so the lanes' maxima merge to the scalar loop's.
+void compare_block(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  const __m128d abs_mask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffLL));
+  const __m128d ones = _mm_castsi128_pd(_mm_set1_epi64x(-1));
+  const __m128d va = _mm_set1_pd(atol), vr = _mm_set1_pd(rtol), inf = _mm_set1_pd(INFINITY), zero = _mm_setzero_pd();
+  __m128d max_abs = zero, max_rel = zero, differ = zero, outside = zero;
+  size_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    const __m128d a = _mm_loadu_pd(x + k), b = _mm_loadu_pd(y + k);
+    const __m128d same = _mm_or_pd(_mm_cmpeq_pd(a, b), _mm_and_pd(_mm_cmpunord_pd(a, a), _mm_cmpunord_pd(b, b)));
+    const __m128d diff = _mm_and_pd(_mm_sub_pd(a, b), abs_mask), ab = _mm_and_pd(b, abs_mask);
+    const __m128d ok = _mm_or_pd(same, _mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))));
+    differ = _mm_or_pd(differ, _mm_andnot_pd(same, ones));
+    outside = _mm_or_pd(outside, _mm_andnot_pd(ok, ones));
+    const __m128d nan = _mm_cmpunord_pd(diff, diff);
+    const __m128d d = _mm_andnot_pd(same, _mm_or_pd(_mm_and_pd(nan, inf), _mm_andnot_pd(nan, diff)));
+    max_abs = _mm_max_pd(d, max_abs);
+    const __m128d want = _mm_andnot_pd(same, _mm_cmpneq_pd(b, zero));
+    max_rel = _mm_max_pd(_mm_and_pd(_mm_div_pd(diff, ab), want), max_rel);
+  }
+  alignas(16) double m[2];
+  _mm_store_pd(m, max_abs);
+  acc.max_abs = std::max({acc.max_abs, m[0], m[1]});
+  _mm_store_pd(m, max_rel);
+  acc.max_rel = std::max({acc.max_rel, m[0], m[1]});
+  acc.differ = acc.differ || _mm_movemask_pd(differ) != 0;
+  acc.outside = acc.outside || _mm_movemask_pd(outside) != 0;
+  compare_scalar(x + k, y + k, n - k, atol, rtol, acc);
+}
+#else
+void compare_block(const double* x, const double* y, size_t n, double atol, double rtol, Acc& acc) {
+  compare_scalar(x, y, n, atol, rtol, acc);
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CKPT_DIFF_AVX 1
+// compare_block four elements at a time where the CPU has AVX2 (chosen at run time).
+__attribute__((target("avx2"))) void compare_block_avx2(const double* x, const double* y, size_t n, double atol, double rtol,
+                                                        Acc& acc) {
+  const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256d ones = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  const __m256d va = _mm256_set1_pd(atol), vr = _mm256_set1_pd(rtol), inf = _mm256_set1_pd(INFINITY);
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d max_abs = zero, max_rel = zero, differ = zero, outside = zero;
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const __m256d a = _mm256_loadu_pd(x + k), b = _mm256_loadu_pd(y + k);
+    const __m256d same = _mm256_or_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ),
+                                      _mm256_and_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
+    const __m256d diff = _mm256_and_pd(_mm256_sub_pd(a, b), abs_mask), ab = _mm256_and_pd(b, abs_mask);
+    const __m256d ok = _mm256_or_pd(same, _mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ));
+    differ = _mm256_or_pd(differ, _mm256_andnot_pd(same, ones));
+    outside = _mm256_or_pd(outside, _mm256_andnot_pd(ok, ones));
+    const __m256d nan = _mm256_cmp_pd(diff, diff, _CMP_UNORD_Q);
+    const __m256d d = _mm256_andnot_pd(same, _mm256_blendv_pd(diff, inf, nan));
+    max_abs = _mm256_max_pd(d, max_abs);
+    const __m256d want = _mm256_andnot_pd(same, _mm256_cmp_pd(b, zero, _CMP_NEQ_UQ));
+    max_rel = _mm256_max_pd(_mm256_and_pd(_mm256_div_pd(diff, ab), want), max_rel);
+  }
+  alignas(32) double m[4];
+  _mm256_store_pd(m, max_abs);
+  acc.max_abs = std::max({acc.max_abs, m[0], m[1], m[2], m[3]});
+  _mm256_store_pd(m, max_rel);
+  acc.max_rel = std::max({acc.max_rel, m[0], m[1], m[2], m[3]});
+  acc.differ = acc.differ || _mm256_movemask_pd(differ) != 0;
+  acc.outside = acc.outside || _mm256_movemask_pd(outside) != 0;
+  compare_scalar(x + k, y + k, n - k, atol, rtol, acc);
+}
+#endif
+
+// Compares `n` elements contiguous on both sides.
+void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_t n, uint32_t ia, uint32_t ib, double atol,
+                 double rtol, bool wide, Acc& acc) {
+  alignas(64) double x[kBlock], y[kBlock];
+#ifdef CKPT_DIFF_AVX
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  auto* const compare = avx2 && wide ? compare_block_avx2 : compare_block;
+#else
+  (void)wide;
+  auto* const compare = compare_block;
+#endif
+  for (uint64_t k = 0; k < n; k += kBlock) {
+    const size_t m = static_cast<size_t>(std::min<uint64_t>(kBlock, n - k));
+    const uint8_t *qa = pa + k * ia, *qb = pb + k * ib;
+    if (ka == kb && std::memcmp(qa, qb, m * ia) == 0) continue;  // bitwise equal: equal values, NaN included
+    kConvert[static_cast<size_t>(ka)](qa, x, m);
+    kConvert[static_cast<size_t>(kb)](qb, y, m);
+    compare(x, y, m, atol, rtol, acc);
+  }
+}
+
+// A pair's elements as rows along its first dimension (all elements as one dimension when both
+// sides are contiguous), so a work item is a range of rows.
+struct Plan {
+  const ValuePair* pair = nullptr;
+  Kind ka = Kind::Bytes, kb = Kind::Bytes;
+  uint32_t ia = 0, ib = 0;
+  std::vector<int64_t> shape, stride_a, stride_b;
+  int64_t offset_a = 0, offset_b = 0;
+  int64_t row_elems = 1;  // elements per row
+  bool packed = false;  // sub-byte dtype: its stored bytes compared as a whole
+};
+
+struct Item {
+  size_t plan;
+  int64_t begin, end;  // rows
+};
+
+// Storage elements [first, last] a strided view touches (strides are non-negative: checked_extent).
+std::pair<int64_t, int64_t> span(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride, int64_t offset) {
+  int64_t last = offset;
+  for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * stride[d];
+  return {offset, last};
+}
+
+}  // namespace
+
+float half_bits_to_float(uint16_t h) {
+  // The 15 bits below the sign, moved to float's place, are the value times 2^-112 for normal and
+  // subnormal halves alike (the multiplication is exact); exponent 31 is Inf / NaN.
+  const uint32_t em = h & 0x7fffu;
+  uint32_t u = em << 13;
+  float f;
+  std::memcpy(&f, &u, 4);
+  f *= 0x1p112f;
+  std::memcpy(&u, &f, 4);
+  if (em >= 0x7c00u) u = 0x7f800000u | ((em & 0x3ffu) << 13);
+  u |= static_cast<uint32_t>(h & 0x8000u) << 16;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void ValueDiff::merge(const ValueDiff& o) {
+  max_abs = std::max(max_abs, o.max_abs);
+  max_rel = std::max(max_rel, o.max_rel);
+  equal = equal && o.equal;
+  within = within && o.within;
+}
+
+std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const ValueCompareOptions& o) {
+  std::vector<Plan> plans;
+  std::vector<Item> items;
+  uint64_t total = 0;
+  const uint64_t piece = std::max<uint64_t>(o.piece_bytes, 1);
+  for (const ValuePair& p : pairs) {
+    const Tensor &a = *p.a, &b = *p.b;
+    Plan pl;
+    pl.pair = &p;
+    pl.ka = kind_of(*a.dtype);
+    pl.kb = kind_of(*b.dtype);
+    pl.ia = a.dtype->itemsize;
+    pl.ib = b.dtype->itemsize;
+    pl.shape = a.shape;
+    pl.stride_a = a.stride;
+    pl.stride_b = b.stride;
+    pl.offset_a = a.offset;
+    pl.offset_b = b.offset;
+    pl.packed = a.dtype->pack != 1 || b.dtype->pack != 1;
+    const size_t index = plans.size();
+    if (a.numel == 0) {
+      plans.push_back(std::move(pl));
+      continue;
+    }
+    if (pl.packed) {
+      total += dtype_bytes(*a.dtype, a.numel) + dtype_bytes(*b.dtype, b.numel);
+      items.push_back({index, 0, 1});
+      plans.push_back(std::move(pl));
+      continue;
+    }
+    if (is_contiguous(a) && is_contiguous(b)) {
+      pl.shape = {a.numel};
+      pl.stride_a = pl.stride_b = {1};
+    }
+    while (pl.shape.size() > 1 && pl.shape[0] == 1) {  // a leading 1 cannot be split
+      pl.shape.erase(pl.shape.begin());
+      pl.stride_a.erase(pl.stride_a.begin());
+      pl.stride_b.erase(pl.stride_b.begin());
+    }
+    if (pl.shape.empty()) {  // 0-dim
+      pl.shape = {1};
+      pl.stride_a = pl.stride_b = {1};
+    }
+    for (size_t d = 1; d < pl.shape.size(); ++d) pl.row_elems *= pl.shape[d];
+    const uint64_t row_bytes = static_cast<uint64_t>(pl.row_elems) * (pl.ia + pl.ib);
+    const int64_t rows_per_item = static_cast<int64_t>(std::max<uint64_t>(1, piece / row_bytes));
+    for (int64_t r = 0; r < pl.shape[0]; r += rows_per_item)
+      items.push_back({index, r, std::min(pl.shape[0], r + rows_per_item)});
+    total += static_cast<uint64_t>(a.numel) * (pl.ia + pl.ib);
+    plans.push_back(std::move(pl));
+  }
+  std::vector<size_t> items_of(plans.size(), 0);
+  for (const Item& it : items) ++items_of[it.plan];
+
+  std::vector<ValueDiff> results(items.size());
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> done{0};
+  std::exception_ptr error;
+  std::mutex error_lock;
+  auto run_item = [&](const Item& it, ValueDiff& out) {
+    const Plan& pl = plans[it.plan];
+    const ValuePair& p = *pl.pair;
+    Acc acc;
+    uint64_t bytes;
+    if (pl.packed) {  // same dtype (a packed dtype is never numeric): the stored bytes
+      const uint64_t na = dtype_bytes(*p.a->dtype, p.a->numel), nb = dtype_bytes(*p.b->dtype, p.b->numel);
+      acc.differ = acc.outside = na != nb ||
+                                 std::memcmp(p.a_bytes + p.a->offset * pl.ia, p.b_bytes + p.b->offset * pl.ib, na) != 0;
+      bytes = na + nb;
+    } else {
+      std::vector<int64_t> shape = pl.shape;
+      shape[0] = it.end - it.begin;
+      const int64_t numel = shape[0] * pl.row_elems;
+      const int64_t oa = pl.offset_a + it.begin * pl.stride_a[0], ob = pl.offset_b + it.begin * pl.stride_b[0];
+      const auto [fa, la] = span(shape, pl.stride_a, oa);
+      const auto [fb, lb] = span(shape, pl.stride_b, ob);
+      const uint8_t *sa = p.a_bytes + fa * pl.ia, *sb = p.b_bytes + fb * pl.ib;
+      const uint64_t len_a = static_cast<uint64_t>(la - fa + 1) * pl.ia, len_b = static_cast<uint64_t>(lb - fb + 1) * pl.ib;
+      // Rows of one strided view may share pages with the next item's, so only a view compared in one
+      // piece, or contiguous rows, are mapped in at once and released once compared (back to the page cache).
+      const bool own_pages = items_of[it.plan] == 1 || pl.shape.size() == 1;
+      if (own_pages && p.a_file) p.a_file->prefetch(sa, len_a);
+      if (own_pages && p.b_file) p.b_file->prefetch(sb, len_b);
+      for_each_strided_run<2>(
+          shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, [&](const std::array<int64_t, 2>& at, int64_t n) {
+            const uint8_t *qa = p.a_bytes + at[0] * pl.ia, *qb = p.b_bytes + at[1] * pl.ib;
+            if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
+              if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
+              return;
+            }
+            compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, acc);
+          });
+      if (own_pages && p.a_file) p.a_file->release(sa, len_a);
+      if (own_pages && p.b_file) p.b_file->release(sb, len_b);
+      bytes = static_cast<uint64_t>(numel) * (pl.ia + pl.ib);
+    }
+    out = {acc.max_abs, acc.max_rel, !acc.differ, !acc.outside};
+    return bytes;
+  };
+  auto work = [&](bool report) {
+    try {
+      for (size_t i = next++; i < items.size(); i = next++) {
+        done += run_item(items[i], results[i]);
+        if (report && o.progress) o.progress(done, total);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> g(error_lock);
+      if (!error) error = std::current_exception();
+      next = items.size();
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t threads = std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size()));
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work, false);
+  work(true);
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  if (o.progress) o.progress(done, total);  // the other threads may have taken every item
+
+  std::vector<ValueDiff> out(plans.size());
+  for (size_t i = 0; i < items.size(); ++i) out[items[i].plan].merge(results[i]);
+  return out;
+}
+
+}  // namespace ckpt

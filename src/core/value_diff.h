@@ -1,0 +1,52 @@
+// `diff --values` at memory speed: two tensors' elements compared in row-major order with one typed
+// conversion loop per dtype into float64 blocks and one comparison loop over them, bitwise-equal
+// blocks of the same dtype skipped with memcmp, and the work split over threads in pieces of a few
+// MiB so one big tensor keeps every core busy. What is computed per element is diff.h's definition
+// (README "ckpt diff"): the same float64 arithmetic, so every number is the one element_value gives.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/checkpoint.h"
+
+namespace ckpt {
+
+// What a value comparison of one pair found; merge() combines pieces of one pair (order-free).
+struct ValueDiff {
+  double max_abs = 0.0, max_rel = 0.0;
+  bool equal = true;  // bitwise / exactly equal (NaN equals NaN, -0.0 equals 0.0)
+  bool within = true;  // |a - b| <= atol + rtol * |b| everywhere
+  void merge(const ValueDiff& o);
+};
+
+// One pair to compare: same shape and same dtype, or both dtypes numeric() (values.h). `a_bytes` /
+// `b_bytes` are the storages' first bytes; `a_file` / `b_file` the mapped files they are in (nullptr
+// for memory the caller owns, e.g. assembled DCP storages), whose pages are released once compared.
+// The caller has bounds-checked both views (checked_extent).
+struct ValuePair {
+  const Tensor* a = nullptr;
+  const Tensor* b = nullptr;
+  const uint8_t* a_bytes = nullptr;
+  const uint8_t* b_bytes = nullptr;
+  const MappedFile* a_file = nullptr;
+  const MappedFile* b_file = nullptr;
+};
+
+struct ValueCompareOptions {
+  double atol = 0.0, rtol = 0.0;
+  unsigned threads = 1;
+  uint64_t piece_bytes = 8ull << 20;  // bytes of A and B per work item
+  bool wide_simd = true;  // AVX2 where the CPU has it; false: the baseline SSE2 loop (tests cover both)
+  // (bytes of A and B compared, total), from the calling thread only, last with done == total.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// One result per pair, in the pairs' order.
+std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const ValueCompareOptions& o);
+
+// Exposed for tests: float16 bits as float (exact), the conversion compare_values uses.
+float half_bits_to_float(uint16_t h);
+
+}  // namespace ckpt
