@@ -17,7 +17,8 @@ Definitions (README "ckpt diff"), with a = A's tensor and b = B's, both .to(torc
                infinite); 0 when every element is the same
   max_rel_diff max of |a - b| / |b| over the elements not `same` with b != 0, NaN quotients skipped; 0
                when there are none (null when infinite)
-  within       |a - b| <= atol + rtol * |b| for every element not `same` (computed as written, in float64)
+  within       torch.isclose(a, b, rtol, atol, equal_nan=True).all(): `same`, or a finite |a - b| <=
+               atol + rtol * |b| (a finite value against an Inf is never within)
 For dtypes without a float64 view (complex) `numeric` is false: equal = within = bytes equal, and
 the maxima are 0. A pair whose dtypes differ and are not both numeric is not equal and not within.
 """
@@ -142,6 +143,13 @@ def tensors():
     # 0-dim and empty
     a["scalar"], b["scalar"] = torch.tensor(1.5), torch.tensor(1.25)
     a["empty"], b["empty"] = torch.zeros(0, 4), torch.zeros(0, 4)
+    # a finite value against an Inf, everything else close: within only by |a - b| <= atol + rtol * |b|
+    # as written (inf <= inf when rtol > 0); torch.isclose says not close
+    x = randn(16, dtype=torch.float64)
+    y = x.clone()
+    y[3] = math.inf
+    y[9] = -math.inf
+    a["f64.finite_vs_inf"], b["f64.finite_vs_inf"] = x, y
     return a, b
 
 
@@ -159,8 +167,8 @@ def compare(ta, tb, atol, rtol):
     rel = diff[m] / db[m].abs()
     rel = rel[~rel.isnan()]
     max_rel = rel.max().item() if rel.numel() else 0.0
-    outside = ne & ~(diff <= atol + rtol * db.abs())
-    return collections.OrderedDict(equal=bool(not ne.any()), within=bool(not outside.any()),
+    within = bool(torch.isclose(da, db, rtol=rtol, atol=atol, equal_nan=True).all())
+    return collections.OrderedDict(equal=bool(not ne.any()), within=within,
                                    max_abs_diff=None if math.isinf(max_abs) else max_abs,
                                    max_rel_diff=None if math.isinf(max_rel) else max_rel)
 

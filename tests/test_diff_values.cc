@@ -41,7 +41,7 @@ ValueDiff reference(const Tensor& a, const uint8_t* pa, const Tensor& b, const u
     if (x == y || (std::isnan(x) && std::isnan(y))) return;
     d.equal = false;
     const double diff = std::fabs(x - y);
-    if (!(diff <= atol + rtol * std::fabs(y))) d.within = false;
+    if (!(diff <= atol + rtol * std::fabs(y) && std::isfinite(diff))) d.within = false;  // torch.isclose
     if (std::isnan(diff) || diff > d.max_abs) d.max_abs = std::isnan(diff) ? INFINITY : diff;
     if (y != 0 && diff / std::fabs(y) > d.max_rel) d.max_rel = diff / std::fabs(y);
   });

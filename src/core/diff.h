@@ -37,7 +37,7 @@ struct TensorDiff {
   bool comparable = true;  // dtypes convertible to float64 (else bytes compared)
   double max_abs = 0.0, max_rel = 0.0;  // float64, B is the reference for max_rel (b != 0 only)
   bool values_equal = true;  // bitwise / exactly equal
-  bool within = true;  // |a - b| <= atol + rtol * |b| everywhere
+  bool within = true;  // torch.isclose everywhere: equal (NaN too), or finite |a - b| <= atol + rtol * |b|
   bool state_changed = false;  // materialized / meta / uninitialized differ
 };
 

@@ -89,7 +89,8 @@ constexpr std::array<Convert, 12> kConvert{to_double<Kind::F32>,  to_double<Kind
 
 // The comparison of diff.h per element: elements that are equal (x == y, or both NaN) contribute
 // nothing; for the others |x - y| (NaN -> inf) raises max_abs, |x - y| / |y| where y != 0 raises
-// max_rel (a NaN quotient never does), and the tolerance test is the reference's expression.
+// max_rel (a NaN quotient never does), and the tolerance test is torch.isclose's: a finite |x - y| <= atol +
+// rtol * |y| (so a finite value against an Inf is never within, whatever rtol).
 struct Acc {
   double max_abs = 0.0, max_rel = 0.0;
   bool differ = false, outside = false;
@@ -101,7 +102,7 @@ void compare_scalar(const double* x, const double* y, size_t n, double atol, dou
     if (a == b || (std::isnan(a) && std::isnan(b))) continue;
     acc.differ = true;
     const double diff = std::fabs(a - b);
-    if (!(diff <= atol + rtol * std::fabs(b))) acc.outside = true;
+    if (!(diff <= atol + rtol * std::fabs(b) && diff < INFINITY)) acc.outside = true;
     if (std::isnan(diff) || diff > acc.max_abs) acc.max_abs = std::isnan(diff) ? INFINITY : diff;
     if (b != 0 && diff / std::fabs(b) > acc.max_rel) acc.max_rel = diff / std::fabs(b);
   }
@@ -120,7 +121,8 @@ void compare_block(const double* x, const double* y, size_t n, double atol, doub
     const __m128d a = _mm_loadu_pd(x + k), b = _mm_loadu_pd(y + k);
     const __m128d same = _mm_or_pd(_mm_cmpeq_pd(a, b), _mm_and_pd(_mm_cmpunord_pd(a, a), _mm_cmpunord_pd(b, b)));
     const __m128d diff = _mm_and_pd(_mm_sub_pd(a, b), abs_mask), ab = _mm_and_pd(b, abs_mask);
-    const __m128d ok = _mm_or_pd(same, _mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))));
+    const __m128d ok = _mm_or_pd(
+        same, _mm_and_pd(_mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))), _mm_cmplt_pd(diff, inf)));
     differ = _mm_or_pd(differ, _mm_andnot_pd(same, ones));
     outside = _mm_or_pd(outside, _mm_andnot_pd(ok, ones));
     const __m128d nan = _mm_cmpunord_pd(diff, diff);
@@ -160,7 +162,9 @@ __attribute__((target("avx2"))) void compare_block_avx2(const double* x, const d
     const __m256d same = _mm256_or_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ),
                                       _mm256_and_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
     const __m256d diff = _mm256_and_pd(_mm256_sub_pd(a, b), abs_mask), ab = _mm256_and_pd(b, abs_mask);
-    const __m256d ok = _mm256_or_pd(same, _mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ));
+    const __m256d ok =
+        _mm256_or_pd(same, _mm256_and_pd(_mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ),
+                                         _mm256_cmp_pd(diff, inf, _CMP_LT_OQ)));
     differ = _mm256_or_pd(differ, _mm256_andnot_pd(same, ones));
     outside = _mm256_or_pd(outside, _mm256_andnot_pd(ok, ones));
     const __m256d nan = _mm256_cmp_pd(diff, diff, _CMP_UNORD_Q);

@@ -17,7 +17,7 @@ namespace ckpt {
 struct ValueDiff {
   double max_abs = 0.0, max_rel = 0.0;
   bool equal = true;  // bitwise / exactly equal (NaN equals NaN, -0.0 equals 0.0)
-  bool within = true;  // |a - b| <= atol + rtol * |b| everywhere
+  bool within = true;  // torch.isclose everywhere: equal (NaN too), or finite |a - b| <= atol + rtol * |b|
   void merge(const ValueDiff& o);
 };
 
