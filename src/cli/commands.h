@@ -53,11 +53,10 @@ struct CheckOptions : LimitOptions {
 void setup_check(CLI::App& app, CheckOptions& o);
 int run_check(const CheckOptions& o);
 
-struct DiffCliOptions : LimitOptions {
+struct DiffCliOptions : LimitOptions, TextOrJsonOptions {
   std::string a, b;
   bool values = false;
   double atol = 0.0, rtol = 0.0;
-  bool json = false;
   std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
 };
 
@@ -66,14 +65,13 @@ void validate_diff(const CLI::App& sub, const DiffCliOptions& o);
 int run_diff(const DiffCliOptions& o);
 
 // `ckpt load` (src/cli/load_setup.cc: options, in both binaries; src/cli/load.cc: run, in ckpt-torch only).
-struct LoadOptions : LimitOptions {
+struct LoadOptions : LimitOptions, TextOrJsonOptions {
   std::string file;
   std::string device = "cpu";
   bool empty_init = false;
   std::string model;  // TorchScript architecture to load FILE into
   std::string strip_prefix, add_prefix;
   std::string dtype;  // convert floating tensors ("float16", "bfloat16", ...)
-  bool json = false;
   bool checksum = false;  // CRC-32 per tensor in the report
   bool tensors = false;  // text: list every tensor, not only the ones worth a look
 };

@@ -36,6 +36,17 @@ void add_limit_option(CLI::App* sub, LimitOptions& o) {
       ->allow_extra_args(false);
 }
 
+void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema) {
+  sub->add_option("-f,--format", o.format, "Output format: text (default) or json (schema " + schema + ")")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->type_name("FORMAT");
+  sub->add_flag("--json", o.json, "Same as --format json; with --format text, a usage error");
+}
+
+void validate_text_or_json(const TextOrJsonOptions& o) {
+  if (o.json && o.format == "text") throw UsageError("--json conflicts with --format text (--json is --format json)");
+}
+
 bool use_color(int fd) {
   const char* nc = std::getenv("NO_COLOR");
   return isatty(fd) && (nc == nullptr || nc[0] == '\0');

@@ -20,6 +20,16 @@ struct LimitOptions {
 };
 void add_limit_option(CLI::App* sub, LimitOptions& o);
 
+// --format text|json and its alias --json, for the commands whose outputs are text or one JSON schema
+// (diff, load). --json with --format text is refused: the two ask for different outputs.
+struct TextOrJsonOptions {
+  bool json = false;
+  std::string format;  // "", text or json
+  bool wants_json() const { return json || format == "json"; }
+};
+void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema);
+void validate_text_or_json(const TextOrJsonOptions& o);  // throws UsageError
+
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);
 

@@ -21,7 +21,7 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
       "Compare tensor values too (max absolute / relative difference per tensor; every core, with a progress bar on a terminal)");
   sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
   sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
-  sub->add_flag("--json", o.json, "JSON output (schema ckpt.diff/1)");
+  add_text_or_json_options(sub, o, "ckpt.diff/1");
   sub->add_option("--strip-prefix", o.strip_prefix,
                   "Remove this prefix from the keys of both files that start with it before pairing (e.g. _orig_mod., module.)")
       ->type_name("P");
@@ -31,6 +31,7 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
 }
 
 void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
+  validate_text_or_json(o);
   if (!o.values && (sub.count("--atol") > 0 || sub.count("--rtol") > 0))
     throw UsageError("--atol / --rtol need --values (without it no value is compared)");
   if (o.atol < 0 || o.rtol < 0) throw UsageError("--atol and --rtol must not be negative");
@@ -50,11 +51,11 @@ int run_diff(const DiffCliOptions& o) {
   d.atol = o.atol;
   d.rtol = o.rtol;
   Progress progress;  // as load's: stderr, TTY only, work over a second
-  progress.enabled = o.values && !o.json && isatty(STDERR_FILENO);
+  progress.enabled = o.values && !o.wants_json() && isatty(STDERR_FILENO);
   d.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
   const DiffResult r = diff_checkpoints(*a, *b, d);
   progress.clear();
-  const std::string out = o.json ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
+  const std::string out = o.wants_json() ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
   std::fwrite(out.data(), 1, out.size(), stdout);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   delete a;

@@ -122,7 +122,7 @@ int run_load(const LoadOptions& o) {
   std::vector<torchb::Target> targets;
   for (const Tensor& t : ck->tensors) targets.push_back({renamed_key(t.name, o.strip_prefix, o.add_prefix), &t});
   Progress progress;
-  progress.enabled = !o.json && isatty(STDERR_FILENO);
+  progress.enabled = !o.wants_json() && isatty(STDERR_FILENO);
   mo.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
   if (prechecked) {
     mo.prechecked = &*prechecked;
@@ -167,7 +167,7 @@ int run_load(const LoadOptions& o) {
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
-  const std::string out = o.json ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
+  const std::string out = o.wants_json() ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
   std::fwrite(out.data(), 1, out.size(), stdout);
   std::fflush(stdout);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)

@@ -21,7 +21,7 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   sub->add_option("--add-prefix", o.add_prefix, "Add this prefix to every FILE key (after --strip-prefix)")->type_name("P");
   sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")
       ->type_name("D");
-  sub->add_flag("--json", o.json, "JSON output (schema ckpt.load/1)");
+  add_text_or_json_options(sub, o, "ckpt.load/1");
   sub->add_flag("--checksum", o.checksum,
                 "With --json: CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors,
@@ -31,13 +31,14 @@ void setup_load(CLI::App& app, LoadOptions& o) {
 
 void validate_load(const CLI::App& sub, const LoadOptions& o) {
   (void)sub;
+  validate_text_or_json(o);
   // Each of these would be accepted and do nothing, which reads as if it had worked.
   if (o.empty_init && o.model.empty())
     throw UsageError("--empty-init needs --model (it skips the architecture's own weights; without --model there are none)");
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
-  if (o.checksum && !o.json) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
-  if (o.tensors && o.json) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
+  if (o.checksum && !o.wants_json()) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
+  if (o.tensors && o.wants_json()) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
 }
 
 }  // namespace ckpt::cli

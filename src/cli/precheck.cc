@@ -116,7 +116,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
     std::vector<const Tensor*> list;
     for (const Tensor& t : ck->tensors) list.push_back(&t);
     Progress progress;
-    progress.enabled = !o.json && isatty(STDERR_FILENO);
+    progress.enabled = !o.wants_json() && isatty(STDERR_FILENO);
     const StorageIndex index(*ck);
     // One core is LibTorch's (starting in the child); the others check.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
