@@ -121,8 +121,8 @@ void compare_block(const double* x, const double* y, size_t n, double atol, doub
     const __m128d a = _mm_loadu_pd(x + k), b = _mm_loadu_pd(y + k);
     const __m128d same = _mm_or_pd(_mm_cmpeq_pd(a, b), _mm_and_pd(_mm_cmpunord_pd(a, a), _mm_cmpunord_pd(b, b)));
     const __m128d diff = _mm_and_pd(_mm_sub_pd(a, b), abs_mask), ab = _mm_and_pd(b, abs_mask);
-    const __m128d ok = _mm_or_pd(
-        same, _mm_and_pd(_mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))), _mm_cmplt_pd(diff, inf)));
+    const __m128d ok = _mm_or_pd(same,
+                                 _mm_and_pd(_mm_cmple_pd(diff, _mm_add_pd(va, _mm_mul_pd(vr, ab))), _mm_cmplt_pd(diff, inf)));
     differ = _mm_or_pd(differ, _mm_andnot_pd(same, ones));
     outside = _mm_or_pd(outside, _mm_andnot_pd(ok, ones));
     const __m128d nan = _mm_cmpunord_pd(diff, diff);
@@ -162,9 +162,8 @@ __attribute__((target("avx2"))) void compare_block_avx2(const double* x, const d
     const __m256d same = _mm256_or_pd(_mm256_cmp_pd(a, b, _CMP_EQ_OQ),
                                       _mm256_and_pd(_mm256_cmp_pd(a, a, _CMP_UNORD_Q), _mm256_cmp_pd(b, b, _CMP_UNORD_Q)));
     const __m256d diff = _mm256_and_pd(_mm256_sub_pd(a, b), abs_mask), ab = _mm256_and_pd(b, abs_mask);
-    const __m256d ok =
-        _mm256_or_pd(same, _mm256_and_pd(_mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ),
-                                         _mm256_cmp_pd(diff, inf, _CMP_LT_OQ)));
+    const __m256d ok = _mm256_or_pd(same, _mm256_and_pd(_mm256_cmp_pd(diff, _mm256_add_pd(va, _mm256_mul_pd(vr, ab)), _CMP_LE_OQ),
+                                                        _mm256_cmp_pd(diff, inf, _CMP_LT_OQ)));
     differ = _mm256_or_pd(differ, _mm256_andnot_pd(same, ones));
     outside = _mm256_or_pd(outside, _mm256_andnot_pd(ok, ones));
     const __m256d nan = _mm256_cmp_pd(diff, diff, _CMP_UNORD_Q);
