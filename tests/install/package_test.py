@@ -14,6 +14,7 @@ import glob
 import os
 import re
 import shutil
+import gzip
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,7 @@ def check_ckpt(args, tmp):
     for lib, pkg in library_packages(args.ckpt).items():
         expect(f"ckpt's Depends include {pkg} (for {lib})", pkg in names, field)
     files = set(re.findall(r"\s\./(\S+)$", out("dpkg-deb", "-c", path), re.M))
-    want = ["usr/bin/ckpt", "usr/share/man/man1/ckpt.1", "usr/share/bash-completion/completions/ckpt",
+    want = ["usr/bin/ckpt", "usr/share/man/man1/ckpt.1.gz", "usr/share/bash-completion/completions/ckpt",
             "usr/share/zsh/vendor-completions/_ckpt", "usr/share/fish/vendor_completions.d/ckpt.fish"]
     schemas = os.path.join(args.root, "schemas")
     if os.path.isdir(schemas):
@@ -97,6 +98,11 @@ def check_ckpt(args, tmp):
     expect("ckpt's package holds no ckpt-torch", "usr/bin/ckpt-torch" not in files)
     root = extract(path, tmp)
     check_stripped(root, "usr/bin/ckpt")
+    with open(os.path.join(root, "usr/share/man/man1/ckpt.1.gz"), "rb") as f:
+        gz = f.read()
+    # Debian policy 12.1: gzip -9n, so no file name (FLG.FNAME) and no time (MTIME 0) in the header
+    expect("the man page is compressed like gzip -9n", gz[:2] == b"\x1f\x8b" and not gz[3] & 0x08 and gz[4:8] == b"\0\0\0\0")
+    expect("the man page is roff", gzip.decompress(gz).startswith(b".TH CKPT 1") or b"\n.TH " in gzip.decompress(gz)[:4096])
     version = out("dpkg-deb", "-f", path, "Version").strip()
     ran = subprocess.run([os.path.join(root, "usr/bin/ckpt"), "--version"], capture_output=True, text=True)
     expect(f"the packaged ckpt runs and says {version}", ran.returncode == 0 and version in ran.stdout, ran.stdout + ran.stderr)
