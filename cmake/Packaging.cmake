@@ -87,7 +87,9 @@ endif()
 # Debian's libtorch1.13); ckpt-torch also depends on the same version of ckpt (its `load` and man page).
 set(CPACK_PACKAGE_NAME ckpt)
 set(CPACK_PACKAGE_VENDOR "ckpt")
-set(CPACK_PACKAGE_CONTACT "ckpt maintainers <ckpt@localhost>")
+# The Maintainer field of the .debs: whoever builds a package for others sets it (-DCKPT_PACKAGE_CONTACT=...).
+set(CKPT_PACKAGE_CONTACT "ckpt maintainers <ckpt@localhost>" CACHE STRING "Maintainer of the Debian packages")
+set(CPACK_PACKAGE_CONTACT "${CKPT_PACKAGE_CONTACT}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "inspect PyTorch checkpoints without Python")
 set(CPACK_GENERATOR DEB)
 set(CPACK_STRIP_FILES ON)
