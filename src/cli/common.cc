@@ -36,6 +36,36 @@ void add_limit_option(CLI::App* sub, LimitOptions& o) {
       ->allow_extra_args(false);
 }
 
+void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs) {
+  sub->add_option("file", o.files,
+                  what +
+                      "; several may be given, a directory is walked (recursively, sorted; DCP and sharded directories are "
+                      "read as one checkpoint) and - reads stdin")
+      ->required()
+      ->type_name("FILE...");
+  std::string exts;
+  for (const char* const* e = kCheckpointExtensions; *e; ++e) exts += std::string(exts.empty() ? "" : " ") + *e;
+  sub->add_option("--include", o.include,
+                  "In directories, read only files whose path relative to the directory matches this glob (fnmatch; a "
+                  "glob without / also matches the file name); repeatable; default: " +
+                      exts + " and DCP / sharded directories")
+      ->type_name("GLOB")
+      ->type_size(1)
+      ->expected(1, 1 << 20)  // repeatable, one GLOB each, so a following FILE is not swallowed
+      ->allow_extra_args(false);
+  sub->add_option("--exclude", o.exclude,
+                  "In directories, skip files and subdirectories matching this glob (as --include); repeatable. FILEs "
+                  "named on the command line are read whatever the globs say")
+      ->type_name("GLOB")
+      ->type_size(1)
+      ->expected(1, 1 << 20)
+      ->allow_extra_args(false);
+  if (jobs)
+    sub->add_option("-j,--jobs", o.jobs, "Read this many files at once (default: one per core); results stay in input order")
+        ->type_name("N")
+        ->check(CLI::Range(1u, 1024u));
+}
+
 bool use_color(int fd) {
   const char* nc = std::getenv("NO_COLOR");
   return isatty(fd) && (nc == nullptr || nc[0] == '\0');

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "core/diff.h"
 #include "core/reader.h"
 #include "core/render_report.h"
@@ -12,8 +13,8 @@ namespace ckpt::cli {
 
 void setup_diff(CLI::App& app, DiffCliOptions& o) {
   auto* sub = app.add_subcommand("diff", "Compare two checkpoints: keys, dtypes, shapes, renames, and values");
-  sub->add_option("a", o.a, "First checkpoint (any format summary reads)")->required()->type_name("A");
-  sub->add_option("b", o.b, "Second checkpoint")->required()->type_name("B");
+  sub->add_option("a", o.a, "First checkpoint (any format summary reads; - reads stdin)")->required()->type_name("A");
+  sub->add_option("b", o.b, "Second checkpoint (- reads stdin; not both)")->required()->type_name("B");
   sub->add_flag("--values", o.values, "Compare tensor values too (max absolute / relative difference per tensor)");
   sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
   sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
@@ -29,6 +30,7 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
 void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
   if (!o.values && (sub.count("--atol") > 0 || sub.count("--rtol") > 0))
     throw UsageError("--atol / --rtol need --values (without it no value is compared)");
+  if (o.a == "-" && o.b == "-") throw UsageError("A and B are both - (stdin): stdin is read once");
   if (o.atol < 0 || o.rtol < 0) throw UsageError("--atol and --rtol must not be negative");
   if (sub.count("--strip-prefix") > 0 && o.strip_prefix.empty()) throw UsageError("--strip-prefix: the prefix is empty");
   if (sub.count("--add-prefix") > 0 && o.add_prefix.empty()) throw UsageError("--add-prefix: the prefix is empty");
@@ -37,8 +39,8 @@ void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
 int run_diff(const DiffCliOptions& o) {
   const Limits lim = o.resolve();
   // Both stay mapped while values are compared; the process exits right after (see summary.cc).
-  auto* a = new Checkpoint(read_checkpoint(o.a, lim));
-  auto* b = new Checkpoint(read_checkpoint(o.b, lim));
+  auto* a = new Checkpoint(read_named(o.a, lim));
+  auto* b = new Checkpoint(read_named(o.b, lim));
   DiffOptions d;
   d.strip_prefix = o.strip_prefix;
   d.add_prefix = o.add_prefix;
