@@ -144,7 +144,7 @@ int run_check(const CheckOptions& o) {
       const std::string st = r.status();
       ++by[st == "pass" ? 0 : st == "fail" ? 1 : st == "incomplete" ? 2 : 3];
     }
-    fmt::print("{} file(s) checked: {} pass, {} fail, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(),
+    fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(),
                by[0], by[1], by[2], by[3], o.fail_on, rc);
   }
   return rc;

@@ -4,6 +4,7 @@ each case gives the arguments, the exit code, and what stdout / stderr must hold
 relative to the repository root. `stdout_golden` names a file under tests/cli/golden/ compared exactly;
 `stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON; `stdout_jsonl` lists
 [line, json-pointer, value] for JSON Lines (several inputs): every line must be one whole document.
+`stdout_order` lists strings that must appear in stdout in that order.
 `stdin_file` (a path relative to the root) is piped to ckpt's stdin (a pipe, not a file: `-` must spool it).
 Every case that prints JSON (or asks for it) is also validated against schemas/ (json_schemas.py).
 `stdout_terminal_safe` / `stderr_terminal_safe` (true) check the raw bytes: valid UTF-8, no control
@@ -76,6 +77,13 @@ def main():
         for s in case.get("stdout_contains", []):
             if s not in out:
                 problems.append("stdout lacks %r" % s)
+        at = 0
+        for s in case.get("stdout_order", []):  # these, one after another in this order
+            found = out.find(s, at)
+            if found < 0:
+                problems.append("stdout lacks %r after offset %d" % (s, at))
+            else:
+                at = found + len(s)
         for s in case.get("stdout_lacks", []):
             if s in out:
                 problems.append("stdout has %r" % s)
