@@ -59,11 +59,8 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
 
-}  // namespace
-
-namespace {
-
-int load_one(const LoadOptions& o, size_t index, const std::string& name, bool several, std::FILE* out, double startup) {
+// One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
+int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup) {
   const auto t0 = Clock::now();
   const c10::Device device = torchb::parse_device(o.device);
   torchb::MaterializeOptions mo;
@@ -79,7 +76,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& name, bool s
   const Limits lim = o.resolve();
 
   LoadReport rep;
-  rep.file = name;
+  rep.file = file;
   rep.device = device.str();
   rep.libtorch = torchb::libtorch_version();
   rep.empty_init = o.empty_init;
@@ -87,8 +84,9 @@ int load_one(const LoadOptions& o, size_t index, const std::string& name, bool s
   rep.strip_prefix = o.strip_prefix;
   rep.add_prefix = o.add_prefix;
 
-  // Kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing at exit).
-  auto* ck = new Checkpoint(read_named(name, lim));
+  // With one input kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing
+  // at exit).
+  auto* ck = new Checkpoint(read_named(file, lim));
   rep.format = to_string(ck->format);
   rep.read_seconds = since(t0);
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
