@@ -61,8 +61,13 @@ void setup_check(CLI::App& app, CheckOptions& o) {
   sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)
       ->type_name("IDS")
       ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)  // repeatable, as the help says
       ->allow_extra_args(false);
-  sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS")->expected(1)->allow_extra_args(false);
+  sub->add_option("--skip", o.skip, "Do not report these rule ids")
+      ->type_name("IDS")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   add_limit_option(sub, o);
 }
 
@@ -88,6 +93,7 @@ int run_check(const CheckOptions& o) {
   std::vector<CheckReport> reports(in.items.size());  // SARIF: one log of them all, written at the end
   RunPlan plan;
   plan.jobs = resolve_jobs(o.inputs.jobs, in.items.size());
+  plan.task_sees_walk_errors = true;  // reported as an unscanned file, like any read error
   const int rc = run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE* err) {
     CheckResult result;
     try {
@@ -144,8 +150,8 @@ int run_check(const CheckOptions& o) {
       const std::string st = r.status();
       ++by[st == "pass" ? 0 : st == "fail" ? 1 : st == "incomplete" ? 2 : 3];
     }
-    fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(),
-               by[0], by[1], by[2], by[3], o.fail_on, rc);
+    fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(), by[0],
+               by[1], by[2], by[3], o.fail_on, rc);
   }
   return rc;
 }

@@ -32,7 +32,8 @@ void add_limit_option(CLI::App* sub, LimitOptions& o) {
                   "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
       ->type_name("NAME=VALUE")
       ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
+      ->expected(1)  // one value per --limit, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
 }
 
@@ -51,14 +52,16 @@ void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, 
                       exts + " and DCP / sharded directories")
       ->type_name("GLOB")
       ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one GLOB each, so a following FILE is not swallowed
+      ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   sub->add_option("--exclude", o.exclude,
                   "In directories, skip files and subdirectories matching this glob (as --include); repeatable. FILEs "
                   "named on the command line are read whatever the globs say")
       ->type_name("GLOB")
       ->type_size(1)
-      ->expected(1, 1 << 20)
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   if (jobs)
     sub->add_option("-j,--jobs", o.jobs, "Read this many files at once (default: one per core); results stay in input order")

@@ -248,6 +248,7 @@ std::string json_line(const std::string& doc) {
       continue;
     }
     while (k + 1 < doc.size() && doc[k + 1] == ' ') ++k;
+    if (!out.empty() && out.back() == ',') out += ' ';  // nlohmann's ", " between members, as on one line
   }
   return out + "\n";
 }
@@ -255,7 +256,7 @@ std::string json_line(const std::string& doc) {
 std::string error_record(const std::string& command, const std::string& file, const std::string& error, int exit_code) {
   const nlohmann::ordered_json j{
       {"schema", "ckpt.error/1"}, {"file", file}, {"command", command}, {"error", error}, {"exit", exit_code}};
-  return j.dump() + "\n";
+  return json_line(j.dump(1));  // the spacing of ckpt's other lines
 }
 
 int worse_exit(int a, int b) {
@@ -276,7 +277,7 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
   std::string msg;
   int rc = kExitBadInput;
   try {
-    if (!item.error.empty()) throw InputError(item.name, item.error);
+    if (!item.error.empty() && !plan.task_sees_walk_errors) throw InputError(item.name, item.error);
     return task(index, item, out, err);
   } catch (const UsageError&) { throw; } catch (const InputError& e) {
     msg = e.render();

@@ -89,6 +89,7 @@ struct RunPlan {
   unsigned jobs = 1;
   std::string error_records_for;  // "summary" / "load": JSON Lines error records for that command
   std::function<void(size_t index, const InputItem&, std::FILE* out)> header;
+  bool task_sees_walk_errors = false;  // else an item's `error` is reported without calling the task
   std::FILE* out = stdout;  // where results go (tests give files)
   std::FILE* err = stderr;
 };

@@ -42,7 +42,8 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                   "implies --tensors; not with JSON")
       ->type_name("GLOB")
       ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one GLOB each, so a following FILE is not swallowed
+      ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   sub->add_option(
          "--model", o.model,
@@ -61,7 +62,7 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                     "In sizes, Out sizes")
                  ->type_name("SPEC")
                  ->type_size(1)
-                 ->expected(1, 1 << 20)  // repeatable, one SPEC each, so a following FILE is not swallowed
+                 ->expected(1, 1 << 20)  // SPEC...: greedy as before (FILEs go before it, or repeat the flag per SPEC)
                  ->allow_extra_args(false);
   sub->add_option(
          "--example-input-file", o.example_input_file,
