@@ -114,9 +114,9 @@ TEST_CASE("inputs: a directory is walked in sorted order, checkpoint directories
         std::vector<std::string>{"a.safetensors", "b.pt", "dcp", "shards", "sub/deeper/y.bin", "sub/z.ckpt"});
 
   o.exclude = {};
-  o.include = {"sub/*"};
+  o.include = {"sub/*"};  // replaces the default extensions: skip.json is taken too
   e = expand_inputs(o);
-  CHECK(names(e, dir + "/") == std::vector<std::string>{"sub/deeper/y.bin", "sub/z.ckpt"});
+  CHECK(names(e, dir + "/") == std::vector<std::string>{"sub/deeper/skip.json", "sub/deeper/y.bin", "sub/z.ckpt"});
 
   // Operands: a file is kept whatever the globs say, a checkpoint directory is one input, a missing path
   // stays (its read reports it), `-` stays; order is the command line's.

@@ -96,6 +96,7 @@ int run_check(const CheckOptions& o) {
   plan.task_sees_walk_errors = true;  // reported as an unscanned file, like any read error
   const int rc = run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE* err) {
     CheckResult result;
+    bool environment = false;
     try {
       if (!item.error.empty()) throw InputError(item.name, item.error);
       std::error_code ec;
@@ -104,6 +105,10 @@ int run_check(const CheckOptions& o) {
     } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
       result = CheckResult{};
       result.read_error = e.render();
+    } catch (const EnvironmentError& e) {  // stdin could not be spooled: unscanned too, exit 4
+      result = CheckResult{};
+      result.read_error = e.what();
+      environment = true;
     }
     CheckReport& rep = reports[index];
     rep.file = item.name;
@@ -137,6 +142,7 @@ int run_check(const CheckOptions& o) {
     }
     // Findings that reach --fail-on outrank a partial read (what was read is already bad); a file not
     // (fully) scanned is exit 3 at every level but never, which reports and exits 0.
+    if (environment && o.fail_on != "never") return static_cast<int>(kExitEnvironment);
     if (rep.failed) return static_cast<int>(kExitFindings);
     return rep.read_error.empty() || o.fail_on == "never" ? static_cast<int>(kExitOk) : static_cast<int>(kExitBadInput);
   });
