@@ -1,5 +1,6 @@
-// `ckpt check FILE`: compile, load and security findings with an exit code for CI, as text, ckpt.check/1
-// JSON or SARIF 2.1.0. A file that could not be checked is reported as such, never as "pass".
+// `ckpt check FILE...`: compile, load and security findings with an exit code for CI (the worst file's), as
+// text, ckpt.check/1 JSON (JSON Lines with several inputs) or one SARIF 2.1.0 log for them all. A file
+// that could not be checked is reported as such, never as "pass".
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "core/findings.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
@@ -44,7 +46,7 @@ int rank(Severity s) { return s == Severity::Info ? 0 : s == Severity::Warning ?
 
 void setup_check(CLI::App& app, CheckOptions& o) {
   auto* sub = app.add_subcommand("check", "Compile, load and security findings, with an exit code for CI");
-  sub->add_option("file", o.file, "Checkpoint to check")->required()->type_name("FILE");
+  add_input_options(sub, o.inputs, "Checkpoint to check", true);
   sub->add_flag("--json", o.json, "JSON output (schema ckpt.check/1); the same as --format json");
   sub->add_option("--format", o.format, "Output: text, json (schema ckpt.check/1) or sarif (SARIF 2.1.0)")
       ->check(CLI::IsMember({"text", "json", "sarif"}))
@@ -59,8 +61,13 @@ void setup_check(CLI::App& app, CheckOptions& o) {
   sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)
       ->type_name("IDS")
       ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)  // repeatable, as the help says
       ->allow_extra_args(false);
-  sub->add_option("--skip", o.skip, "Do not report these rule ids")->type_name("IDS")->expected(1)->allow_extra_args(false);
+  sub->add_option("--skip", o.skip, "Do not report these rule ids")
+      ->type_name("IDS")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   add_limit_option(sub, o);
 }
 
@@ -80,52 +87,79 @@ int run_check(const CheckOptions& o) {
       throw UsageError(fmt::format("--skip: unknown rule id '{}'", id));
   }
 
-  CheckResult result;
-  try {
-    std::error_code ec;
-    if (!std::filesystem::exists(o.file, ec)) (void)MappedFile::open(o.file);  // the plain "cannot open" error
-    result = run_checks(o.file, o.resolve());
-  } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
-    result = CheckResult{};
-    result.read_error = e.render();
-  }
-  CheckReport rep;
-  rep.file = o.file;
-  rep.format = result.format;
-  rep.fail_on = o.fail_on;
-  rep.read_error = result.read_error;
-  rep.scanned = result.scanned;
-  for (Finding& f : result.findings) {
-    if (!only.empty() && std::find(only.begin(), only.end(), f.id) == only.end()) continue;
-    if (std::find(skip.begin(), skip.end(), f.id) != skip.end()) continue;
-    rep.findings.push_back(std::move(f));
-  }
-  std::stable_sort(rep.findings.begin(), rep.findings.end(),
-                   [](const Finding& a, const Finding& b) { return rank(a.severity) > rank(b.severity); });
-
+  const Limits lim = o.resolve();
+  const Expanded in = expand_inputs(o.inputs);
   const int threshold = o.fail_on == "never" ? 99 : o.fail_on == "info" ? 0 : o.fail_on == "warning" ? 1 : 2;
-  for (const Finding& f : rep.findings) {
-    ++rep.counts[rank(f.severity)];
-    rep.failed |= rank(f.severity) >= threshold;
-  }
+  std::vector<CheckReport> reports(in.items.size());  // SARIF: one log of them all, written at the end
+  RunPlan plan;
+  plan.jobs = resolve_jobs(o.inputs.jobs, in.items.size());
+  plan.task_sees_walk_errors = true;  // reported as an unscanned file, like any read error
+  const int rc = run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE* err) {
+    CheckResult result;
+    bool environment = false;
+    try {
+      if (!item.error.empty()) throw InputError(item.name, item.error);
+      std::error_code ec;
+      if (item.name != "-" && !std::filesystem::exists(item.name, ec)) (void)MappedFile::open(item.name);  // "cannot open"
+      result = check_named(item.name, lim);
+    } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
+      result = CheckResult{};
+      result.read_error = e.render();
+    } catch (const EnvironmentError& e) {  // stdin could not be spooled: unscanned too, exit 4
+      result = CheckResult{};
+      result.read_error = e.what();
+      environment = true;
+    }
+    CheckReport& rep = reports[index];
+    rep.file = item.name;
+    rep.format = result.format;
+    rep.fail_on = o.fail_on;
+    rep.read_error = result.read_error;
+    rep.scanned = result.scanned;
+    for (Finding& f : result.findings) {
+      if (!only.empty() && std::find(only.begin(), only.end(), f.id) == only.end()) continue;
+      if (std::find(skip.begin(), skip.end(), f.id) != skip.end()) continue;
+      rep.findings.push_back(std::move(f));
+    }
+    std::stable_sort(rep.findings.begin(), rep.findings.end(),
+                     [](const Finding& a, const Finding& b) { return rank(a.severity) > rank(b.severity); });
+    for (const Finding& f : rep.findings) {
+      ++rep.counts[rank(f.severity)];
+      rep.failed |= rank(f.severity) >= threshold;
+    }
 
-  if (format == "json") {
-    write_check_json(rep, stdout);
-  } else if (format == "sarif") {
-    const std::string out = check_sarif_text(rep, CKPT_VERSION, CKPT_HOMEPAGE_URL);
+    if (format == "json") {
+      const std::string doc = check_json_text(rep);
+      const std::string text = in.several ? json_line(doc) : doc;
+      std::fwrite(text.data(), 1, text.size(), out);
+    } else if (format == "text") {
+      const std::string text = render_check_text(rep, use_color(STDOUT_FILENO));
+      std::fwrite(text.data(), 1, text.size(), out);
+    }
+    if (!rep.read_error.empty()) {
+      std::fflush(out);
+      fmt::print(err, "ckpt: error: {}\n", visible(rep.read_error));  // rendered escaped already; visible twice is a no-op
+    }
+    // Findings that reach --fail-on outrank a partial read (what was read is already bad); a file not
+    // (fully) scanned is exit 3 at every level but never, which reports and exits 0.
+    if (environment && o.fail_on != "never") return static_cast<int>(kExitEnvironment);
+    if (rep.failed) return static_cast<int>(kExitFindings);
+    return rep.read_error.empty() || o.fail_on == "never" ? static_cast<int>(kExitOk) : static_cast<int>(kExitBadInput);
+  });
+  if (format == "sarif") {
+    const std::string out = in.several ? check_sarif_text(reports, CKPT_VERSION, CKPT_HOMEPAGE_URL)
+                                       : check_sarif_text(reports.front(), CKPT_VERSION, CKPT_HOMEPAGE_URL);
     std::fwrite(out.data(), 1, out.size(), stdout);
-  } else {
-    const std::string out = render_check_text(rep, use_color(STDOUT_FILENO));
-    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else if (format == "text" && in.several) {
+    size_t by[4] = {0, 0, 0, 0};  // pass, fail, incomplete, unscanned
+    for (const CheckReport& r : reports) {
+      const std::string st = r.status();
+      ++by[st == "pass" ? 0 : st == "fail" ? 1 : st == "incomplete" ? 2 : 3];
+    }
+    fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(), by[0],
+               by[1], by[2], by[3], o.fail_on, rc);
   }
-  if (!rep.read_error.empty()) {
-    std::fflush(stdout);
-    fmt::print(stderr, "ckpt: error: {}\n", visible(rep.read_error));  // rendered escaped already; visible twice is a no-op
-  }
-  // Findings that reach --fail-on outrank a partial read (what was read is already bad); a file not
-  // (fully) scanned is exit 3 at every level but never, which reports and exits 0.
-  if (rep.failed) return kExitFindings;
-  return rep.read_error.empty() || o.fail_on == "never" ? kExitOk : kExitBadInput;
+  return rc;
 }
 
 }  // namespace ckpt::cli

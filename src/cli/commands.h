@@ -16,7 +16,7 @@
 namespace ckpt::cli {
 
 struct SummaryOptions : LimitOptions {
-  std::string file;
+  InputOptions inputs;
   int depth = 1;
   std::string format = "text";  // text | json | markdown
   bool json = false;  // --json, same as --format json
@@ -42,7 +42,7 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
                                   const ModelReport* model);
 
 struct CheckOptions : LimitOptions {
-  std::string file;
+  InputOptions inputs;
   bool json = false;  // the alias of --format json
   std::string format;  // text | json | sarif; "" = text, or json with --json
   std::string fail_on = "error";  // info | warning | error | never
@@ -66,7 +66,7 @@ int run_diff(const DiffCliOptions& o);
 
 // `ckpt load` (src/cli/load_setup.cc: options, in both binaries; src/cli/load.cc: run, in ckpt-torch only).
 struct LoadOptions : LimitOptions, TextOrJsonOptions {
-  std::string file;
+  InputOptions inputs;  // read one after another (each is materialized on the device)
   std::string device = "cpu";
   bool empty_init = false;
   std::string model;  // TorchScript architecture to load FILE into

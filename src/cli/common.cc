@@ -32,7 +32,8 @@ void add_limit_option(CLI::App* sub, LimitOptions& o) {
                   "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
       ->type_name("NAME=VALUE")
       ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one value each, so a following FILE is not swallowed
+      ->expected(1)  // one value per --limit, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
 }
 
@@ -45,6 +46,36 @@ void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::st
 
 void validate_text_or_json(const TextOrJsonOptions& o) {
   if (o.json && o.format == "text") throw UsageError("--json conflicts with --format text (--json is --format json)");
+void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs) {
+  sub->add_option("file", o.files,
+                  what +
+                      "; several may be given, a directory is walked (recursively, sorted; DCP and sharded directories are "
+                      "read as one checkpoint) and - reads stdin")
+      ->required()
+      ->type_name("FILE...");
+  std::string exts;
+  for (const char* const* e = kCheckpointExtensions; *e; ++e) exts += std::string(exts.empty() ? "" : " ") + *e;
+  sub->add_option("--include", o.include,
+                  "In directories, read only files whose path relative to the directory matches this glob (fnmatch; a "
+                  "glob without / also matches the file name); repeatable; default: " +
+                      exts + " and DCP / sharded directories")
+      ->type_name("GLOB")
+      ->type_size(1)
+      ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  sub->add_option("--exclude", o.exclude,
+                  "In directories, skip files and subdirectories matching this glob (as --include); repeatable. FILEs "
+                  "named on the command line are read whatever the globs say")
+      ->type_name("GLOB")
+      ->type_size(1)
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
+  if (jobs)
+    sub->add_option("-j,--jobs", o.jobs, "Read this many files at once (default: one per core); results stay in input order")
+        ->type_name("N")
+        ->check(CLI::Range(1u, 1024u));
 }
 
 bool use_color(int fd) {

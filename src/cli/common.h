@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/inputs.h"
 #include "core/error.h"
 
 namespace ckpt::cli {
@@ -29,6 +30,9 @@ struct TextOrJsonOptions {
 };
 void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema);
 void validate_text_or_json(const TextOrJsonOptions& o);  // throws UsageError
+// FILE... operands, --include / --exclude and (with `jobs`) -j/--jobs: the many-inputs options (inputs.h).
+// `what` describes one FILE in the help.
+void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs);
 
 // Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
 bool use_color(int fd);

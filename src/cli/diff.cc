@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/precheck.h"
+#include "cli/inputs.h"
 #include "core/diff.h"
 #include "core/reader.h"
 #include "core/render_report.h"
@@ -14,8 +15,8 @@ namespace ckpt::cli {
 
 void setup_diff(CLI::App& app, DiffCliOptions& o) {
   auto* sub = app.add_subcommand("diff", "Compare two checkpoints: keys, dtypes, shapes, renames, and values");
-  sub->add_option("a", o.a, "First checkpoint (any format summary reads)")->required()->type_name("A");
-  sub->add_option("b", o.b, "Second checkpoint")->required()->type_name("B");
+  sub->add_option("a", o.a, "First checkpoint (any format summary reads; - reads stdin)")->required()->type_name("A");
+  sub->add_option("b", o.b, "Second checkpoint (- reads stdin; not both)")->required()->type_name("B");
   sub->add_flag(
       "--values", o.values,
       "Compare tensor values too (max absolute / relative difference per tensor; every core, with a progress bar on a terminal)");
@@ -34,6 +35,7 @@ void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
   validate_text_or_json(o);
   if (!o.values && (sub.count("--atol") > 0 || sub.count("--rtol") > 0))
     throw UsageError("--atol / --rtol need --values (without it no value is compared)");
+  if (o.a == "-" && o.b == "-") throw UsageError("A and B are both - (stdin): stdin is read once");
   if (o.atol < 0 || o.rtol < 0) throw UsageError("--atol and --rtol must not be negative");
   if (sub.count("--strip-prefix") > 0 && o.strip_prefix.empty()) throw UsageError("--strip-prefix: the prefix is empty");
   if (sub.count("--add-prefix") > 0 && o.add_prefix.empty()) throw UsageError("--add-prefix: the prefix is empty");
@@ -42,8 +44,8 @@ void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
 int run_diff(const DiffCliOptions& o) {
   const Limits lim = o.resolve();
   // Both stay mapped while values are compared; the process exits right after (see summary.cc).
-  auto* a = new Checkpoint(read_checkpoint(o.a, lim));
-  auto* b = new Checkpoint(read_checkpoint(o.b, lim));
+  auto* a = new Checkpoint(read_named(o.a, lim));
+  auto* b = new Checkpoint(read_named(o.b, lim));
   DiffOptions d;
   d.strip_prefix = o.strip_prefix;
   d.add_prefix = o.add_prefix;

@@ -1,6 +1,6 @@
-// `ckpt load` in ckpt-torch: read the file's structure with ckpt's own readers (never LibTorch's
-// unpickler), materialize every model tensor on the device, optionally into a TorchScript architecture,
-// and report time, bandwidth, memory, NaN/Inf and key matching.
+// `ckpt load` in ckpt-torch (several files one after another): read each file's structure with ckpt's own readers (never
+// LibTorch's unpickler), materialize every model tensor on the device, optionally into a TorchScript architecture, and report
+// time, bandwidth, memory, NaN/Inf and key matching.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -14,12 +14,14 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "cli/precheck.h"
 #include "core/keys.h"
 #include "core/load.h"
 #include "core/reader.h"
 #include "core/render_report.h"
 #include "core/summary.h"
+#include "core/text.h"
 #include "core/values.h"
 #include "torch/materialize.h"
 #include "torch/script.h"
@@ -57,11 +59,9 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
 }
 
-}  // namespace
-
-int run_load(const LoadOptions& o) {
+// One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
+int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup) {
   const auto t0 = Clock::now();
-  const double startup = process_age();
   const c10::Device device = torchb::parse_device(o.device);
   torchb::MaterializeOptions mo;
   mo.device = device;
@@ -76,7 +76,7 @@ int run_load(const LoadOptions& o) {
   const Limits lim = o.resolve();
 
   LoadReport rep;
-  rep.file = o.file;
+  rep.file = file;
   rep.device = device.str();
   rep.libtorch = torchb::libtorch_version();
   rep.empty_init = o.empty_init;
@@ -84,14 +84,15 @@ int run_load(const LoadOptions& o) {
   rep.strip_prefix = o.strip_prefix;
   rep.add_prefix = o.add_prefix;
 
-  // Kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing at exit).
-  auto* ck = new Checkpoint(read_checkpoint(o.file, lim));
+  // With one input kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing
+  // at exit).
+  auto* ck = new Checkpoint(read_named(file, lim));
   rep.format = to_string(ck->format);
   rep.read_seconds = since(t0);
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
   double pre_seconds = 0.0;
   std::optional<std::vector<TensorCheck>> prechecked;
-  if (!device.is_meta()) prechecked = read_prechecked(*ck, o.checksum, &pre_seconds);
+  if (!device.is_meta()) prechecked = read_prechecked(index, *ck, o.checksum, &pre_seconds);
 
   // --model: the architecture, matched key by key before anything is allocated.
   Checkpoint* arch = nullptr;
@@ -167,16 +168,39 @@ int run_load(const LoadOptions& o) {
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
-  const std::string out = o.wants_json() ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
-#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
-  tensors.clear();
-  module.reset();
-  delete arch;
-  delete ck;
+  std::string text = o.wants_json() ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
+  if (o.wants_json() && several) text = json_line(text);
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+  // With several inputs each file's tensors and mapping go before the next is loaded (device memory).
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
+  if (several)
 #endif
+  {
+    tensors.clear();
+    module.reset();
+    delete arch;
+    delete ck;
+  }
   return rep.incomplete() ? kExitFindings : kExitOk;
+}
+
+}  // namespace
+
+int run_load(const LoadOptions& o) {
+  const double startup = process_age();
+  const Expanded in = expand_inputs(o.inputs);
+  RunPlan plan;
+  plan.jobs = 1;  // one after another: each file is materialized on the device
+  if (in.several && o.wants_json()) plan.error_records_for = "load";
+  if (in.several && !o.wants_json())
+    plan.header = [](size_t index, const InputItem& item, std::FILE* out) {
+      fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
+    };
+  return run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE*) {
+    // ckpt-torch's start-up counts once, in the first file's time.
+    return load_one(o, index, item.name, in.several, out, index == 0 ? startup : 0.0);
+  });
 }
 
 }  // namespace ckpt::cli

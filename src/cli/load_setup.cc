@@ -8,7 +8,10 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   auto* sub = app.add_subcommand(
       "load",
       "Materialize a checkpoint on meta, CPU or CUDA (LibTorch, via ckpt-torch): time, bandwidth, memory, NaN/Inf, key matching");
-  sub->add_option("file", o.file, "Checkpoint (any format summary reads)")->required()->type_name("FILE");
+  add_input_options(sub, o.inputs,
+                    "Checkpoint (any format summary reads); several are loaded one after another, not at once (each is "
+                    "materialized on the device)",
+                    false);
   sub->add_option("--device", o.device,
                   "meta (no tensor byte read), cpu (zero-copy where aligned, every byte checked), cuda or cuda:N")
       ->default_val("cpu");

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 "
       "unreadable or unsupported input,\n"
-      "4 the environment cannot do it. See man ckpt.");
+      "4 the environment cannot do it; with several inputs the worst of them (0 < 1 < 3 < 4). See man ckpt.");
   SummaryOptions summary;
   setup_summary(app, summary);
   CheckOptions check;
@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   // After the ckpt errors above, which are std::exceptions too.
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
-    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n", ckpt::visible(app.got_subcommand("summary") ? summary.file : load.file),
+    fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n",
+               ckpt::visible((app.got_subcommand("summary") ? summary.inputs : load.inputs).files.front()),
                ckpt::visible(what.substr(0, what.find('\n'))));  // it may quote the archive's code or names
     return ckpt::kExitBadInput;
   }

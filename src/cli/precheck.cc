@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/inputs.h"
 #include "core/reader.h"
 #include "core/storage.h"
 #include "core/text.h"
@@ -83,6 +84,15 @@ void Progress::clear() {
 }
 
 int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
+  const Limits lim = o.resolve();
+  const Expanded in = expand_inputs(o.inputs);
+  if (std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return i.name == "-"; })) {
+    try {
+      (void)stdin_file(lim);  // now fd 0 is a regular file the child maps too
+    } catch (const std::exception& e) {
+      ::setenv("CKPT_STDIN_ERROR", e.what(), 1);  // the child reports it as the error of -
+    }
+  }
   int fds[2];
   if (o.device == "meta" || ::pipe2(fds, O_CLOEXEC) != 0) exec_torch_backend(argc, argv, "ckpt load");  // nothing to overlap
   std::fflush(stdout);
@@ -102,38 +112,44 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   }
   ::close(fds[0]);
   std::signal(SIGPIPE, SIG_IGN);  // the child may stop early (usage error, no CUDA): then stop writing
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof(kMagic));
-  std::vector<Record> records;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    // Freed by exit, as in summary.cc (sanitizer builds free it, so LeakSanitizer stays meaningful).
-    std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_checkpoint(o.file, o.resolve()));
-    const Checkpoint* ck = owned.get();
+  bool pipe_ok = true;
+  for (size_t index = 0; index < in.items.size() && pipe_ok; ++index) {
+    Header h{};
+    std::memcpy(h.magic, kMagic, sizeof(kMagic));
+    std::vector<Record> records;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (!in.items[index].error.empty()) throw InputError(in.items[index].name, in.items[index].error);
+      // With one input freed by exit, as in summary.cc (sanitizer builds free it, so LeakSanitizer stays
+      // meaningful); with several, freed before the next.
+      std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_named(in.items[index].name, lim));
+      const Checkpoint* ck = owned.get();
 #if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
-    (void)owned.release();
+      if (!in.several) (void)owned.release();
 #endif
-    std::vector<const Tensor*> list;
-    for (const Tensor& t : ck->tensors) list.push_back(&t);
-    Progress progress;
-    progress.enabled = !o.wants_json() && isatty(STDERR_FILENO);
-    const StorageIndex index(*ck);
-    // One core is LibTorch's (starting in the child); the others check.
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    auto checks = check_values(*ck, index, list, o.checksum, cores > 1 ? cores - 1 : 1,
-                               [&](uint64_t done, uint64_t total) { progress(done, total); });
-    progress.clear();
-    for (const TensorCheck& c : checks)
-      records.push_back({c.stats.nan, c.stats.inf, static_cast<uint8_t>(c.crc32.has_value()), c.crc32.value_or(0)});
-    h.ok = 1;
-    h.crc = o.checksum;
-    h.tensors = ck->tensors.size();
-    h.file_size = ck->file_size;
-  } catch (const std::exception&) {
-    h.ok = 0;  // the child reads the file itself and reports the error
+      std::vector<const Tensor*> list;
+      for (const Tensor& t : ck->tensors) list.push_back(&t);
+      Progress progress;
+      progress.enabled = !o.wants_json() && isatty(STDERR_FILENO);
+      const StorageIndex index_of(*ck);
+      // One core is LibTorch's (starting in the child); the others check.
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      auto checks = check_values(*ck, index_of, list, o.checksum, cores > 1 ? cores - 1 : 1,
+                                 [&](uint64_t done, uint64_t total) { progress(done, total); });
+      progress.clear();
+      for (const TensorCheck& c : checks)
+        records.push_back({c.stats.nan, c.stats.inf, static_cast<uint8_t>(c.crc32.has_value()), c.crc32.value_or(0)});
+      h.ok = 1;
+      h.crc = o.checksum;
+      h.tensors = ck->tensors.size();
+      h.file_size = ck->file_size;
+    } catch (const std::exception&) {
+      h.ok = 0;  // the child reads the file itself and reports the error
+    }
+    h.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    pipe_ok = write_all(fds[1], &h, sizeof(h));
+    if (pipe_ok && h.ok) pipe_ok = write_all(fds[1], records.data(), records.size() * sizeof(Record));
   }
-  h.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (write_all(fds[1], &h, sizeof(h)) && h.ok) write_all(fds[1], records.data(), records.size() * sizeof(Record));
   ::close(fds[1]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
@@ -142,29 +158,38 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   return kExitEnvironment;
 }
 
-std::optional<std::vector<TensorCheck>> read_prechecked(const Checkpoint& ck, bool need_crc, double* seconds) {
-  const char* env = std::getenv("CKPT_PRECHECK_FD");
-  if (!env || !*env) return std::nullopt;
-  const int fd = std::atoi(env);
-  ::unsetenv("CKPT_PRECHECK_FD");
-  Header h{};
-  std::optional<std::vector<TensorCheck>> out;
-  if (read_all(fd, &h, sizeof(h)) && std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && h.ok &&
-      h.tensors == ck.tensors.size() && h.file_size == ck.file_size && (h.crc || !need_crc)) {
-    std::vector<Record> records(h.tensors);
-    if (read_all(fd, records.data(), records.size() * sizeof(Record))) {
-      out.emplace();
-      for (const Record& r : records) {
-        TensorCheck c;
-        c.stats = {r.nan, r.inf};
-        if (r.has_crc) c.crc32 = r.crc;
-        out->push_back(c);
-      }
-      if (seconds) *seconds = h.seconds;
-    }
+std::optional<std::vector<TensorCheck>> read_prechecked(size_t index, const Checkpoint& ck, bool need_crc, double* seconds) {
+  // The pipe stays open across inputs; blocks arrive in input order.
+  static int fd = -2;  // -2: not looked up yet, -1: none (or broken)
+  static size_t next = 0;
+  if (fd == -2) {
+    const char* env = std::getenv("CKPT_PRECHECK_FD");
+    fd = env && *env ? std::atoi(env) : -1;
+    ::unsetenv("CKPT_PRECHECK_FD");
   }
-  ::close(fd);
-  return out;
+  auto broken = [] {
+    ::close(fd);
+    fd = -1;
+    return std::nullopt;
+  };
+  while (fd >= 0 && next <= index) {
+    Header h{};
+    if (!read_all(fd, &h, sizeof(h)) || std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) return broken();
+    std::vector<Record> records(h.ok ? h.tensors : 0);
+    if (h.ok && !read_all(fd, records.data(), records.size() * sizeof(Record))) return broken();
+    if (next++ < index) continue;  // an input this process did not get to (it failed before asking)
+    if (!h.ok || h.tensors != ck.tensors.size() || h.file_size != ck.file_size || (!h.crc && need_crc)) return std::nullopt;
+    std::vector<TensorCheck> out;
+    for (const Record& r : records) {
+      TensorCheck c;
+      c.stats = {r.nan, r.inf};
+      if (r.has_crc) c.crc32 = r.crc;
+      out.push_back(c);
+    }
+    if (seconds) *seconds = h.seconds;
+    return out;
+  }
+  return std::nullopt;
 }
 
 }  // namespace ckpt::cli

@@ -3,7 +3,11 @@
 // (which has no LibTorch to start) reads the file's structure and runs check_values, then hands the
 // per-tensor results to the child through a pipe (fd in $CKPT_PRECHECK_FD). The child uses them when
 // they describe the same file and tensors, and checks by itself otherwise. The parent prints nothing
-// but the progress bar; the child reports, and its exit status is the command's.
+// but the progress bar; the child reports, and its exit status is the command's. With several inputs the
+// parent checks them in order and sends one block per input (a failed one says so), so it checks the
+// next file while the child loads the one before. stdin (`-`) is spooled by the parent before the fork
+// and becomes the child's stdin as a regular file (inputs.h); a spool that failed reaches the child as
+// $CKPT_STDIN_ERROR.
 #pragma once
 
 #include <chrono>
@@ -20,8 +24,9 @@ namespace ckpt::cli {
 // ckpt: fork, exec ckpt-torch in the child, check in the parent; returns the child's exit status.
 int run_load_overlapped(int argc, char** argv, const LoadOptions& o);
 
-// ckpt-torch: the parent's results for `ck`, or nullopt (no pipe, the parent failed, or another file).
-std::optional<std::vector<TensorCheck>> read_prechecked(const Checkpoint& ck, bool need_crc, double* seconds);
+// ckpt-torch: the parent's results for input `index` (read in increasing order; blocks before it are
+// skipped), or nullopt (no pipe, the parent failed, or another file).
+std::optional<std::vector<TensorCheck>> read_prechecked(size_t index, const Checkpoint& ck, bool need_crc, double* seconds);
 
 // A one-line progress bar on stderr for work that lasts over a second, on a TTY only.
 struct Progress {

@@ -1,9 +1,14 @@
+// `ckpt summary FILE...`: what each checkpoint holds (layer table, tensors, totals, warnings) as text,
+// Markdown or ckpt.summary/1 JSON (JSON Lines with several inputs).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "core/findings.h"
 #include "core/model.h"
 #include "core/reader.h"
@@ -15,11 +20,11 @@ namespace ckpt::cli {
 
 void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
-  sub->add_option("file", o.file,
-                  "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive (.pt, .ptl), torch.export "
-                  "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json) or a DCP directory")
-      ->required()
-      ->type_name("FILE");
+  add_input_options(sub, o.inputs,
+                    "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive (.pt, .ptl), torch.export "
+                    "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json) or a DCP "
+                    "directory",
+                    true);
   sub->add_option("-d,--depth", o.depth,
                   "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth; text and markdown only (JSON "
                   "lists every module)")
@@ -37,7 +42,8 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                   "implies --tensors; not with JSON")
       ->type_name("GLOB")
       ->type_size(1)
-      ->expected(1, 1 << 20)  // repeatable, one GLOB each, so a following FILE is not swallowed
+      ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   sub->add_option(
          "--model", o.model,
@@ -56,7 +62,7 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                     "In sizes, Out sizes")
                  ->type_name("SPEC")
                  ->type_size(1)
-                 ->expected(1, 1 << 20)  // repeatable, one SPEC each, so a following FILE is not swallowed
+                 ->expected(1, 1 << 20)  // SPEC...: greedy as before (FILEs go before it, or repeat the flag per SPEC)
                  ->allow_extra_args(false);
   sub->add_option(
          "--example-input-file", o.example_input_file,
@@ -81,45 +87,50 @@ void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
 
 namespace {
 
-// The security findings of a file that could not be read, on stderr, one line each.
-void warn_security(const std::string& path, const Limits& lim) {
+// The security findings of a file that could not be read, on `err`, one line each.
+void warn_security(const std::string& name, const Limits& lim, std::FILE* err) {
   try {
-    for (const Finding& f : security_findings(path, nullptr, lim))
+    for (const Finding& f : security_named(name, nullptr, lim))
       if (f.id == "dangerous-global" || f.id == "unknown-global")  // a malformed pickle is the error itself
-        fmt::print(stderr, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, visible(f.message));
+        fmt::print(err, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, visible(f.message));
   } catch (const InputError&) {}  // the container itself is broken: the read error says so
 }
 
-}  // namespace
+// ARCH of --model: a TorchScript archive (UsageError otherwise).
+Checkpoint* read_arch(const SummaryOptions& o, const Limits& lim) {
+  auto* arch = new Checkpoint(read_checkpoint(o.model, lim));
+  if (arch->format != Format::TorchScript)
+    throw UsageError(
+        fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
+  return arch;
+}
 
-int run_summary(const SummaryOptions& o) {
-  const std::string format = o.json ? "json" : o.format;
-  // The process exits right after this command: freeing a million small objects one by one would
-  // cost more than the whole read, so the checkpoint is deliberately not destroyed (clang -disable-free).
-  const Limits lim = o.resolve();
+// One input's summary. With several inputs `arch` was read once before them, JSON is one line and each
+// checkpoint is freed once printed; with one, the checkpoint is deliberately not destroyed: the process
+// exits right after, and freeing a million small objects one by one would cost more than the whole read
+// (clang -disable-free).
+int summarize_one(const SummaryOptions& o, const std::string& format, const Limits& lim, const std::string& name,
+                  const Checkpoint* shared_arch, bool several, std::FILE* out, std::FILE* err) {
   Checkpoint* owned = nullptr;
   try {
-    owned = new Checkpoint(read_checkpoint(o.file, lim));
+    owned = new Checkpoint(read_named(name, lim));
   } catch (const InputError&) {
     // A file summary cannot read may still hold pickles Python would run: name them before the error.
-    warn_security(o.file, lim);
+    warn_security(name, lim, err);
     throw;
   }
+  std::unique_ptr<Checkpoint> freed(several ? owned : nullptr);
   const Checkpoint& ck = *owned;
-  Checkpoint* arch = nullptr;
+  const Checkpoint* arch = shared_arch;
   std::optional<ModelReport> model;
   if (!o.model.empty()) {
-    arch = new Checkpoint(read_checkpoint(o.model, lim));
-    if (arch->format != Format::TorchScript)
-      throw UsageError(
-          fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
+    if (!arch) arch = read_arch(o, lim);
     model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
   }
-  if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
   if (o.wants_forward() && !arch && ck.format != Format::TorchScript)
     throw UsageError(
         fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
-                    o.file, to_string(ck.format)));
+                    name, to_string(ck.format)));
   Summary s = summarize(ck);
   s.model = model;
 #ifdef CKPT_WITH_TORCH
@@ -127,29 +138,60 @@ int run_summary(const SummaryOptions& o) {
 #endif
   // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
   s.findings = findings(ck, s);
-  for (Finding& x : security_findings(o.file, &ck, lim)) s.findings.push_back(std::move(x));
-  if (format == "json") {
-    write_summary_json(s, stdout);
+  for (Finding& x : security_named(name, &ck, lim)) s.findings.push_back(std::move(x));
+  if (format == "json" && several) {
+    const std::string line = json_line(summary_json_text(s));
+    std::fwrite(line.data(), 1, line.size(), out);
+  } else if (format == "json") {
+    write_summary_json(s, out);
   } else {
     RenderOptions r;
     r.depth = o.depth;
     r.color = use_color(STDOUT_FILENO);
     r.tensors = o.tensors;
     r.match = o.match;
-    (format == "markdown" ? write_summary_markdown : write_summary_text)(s, r, stdout);
+    (format == "markdown" ? write_summary_markdown : write_summary_text)(s, r, out);
   }
   if (s.forward && !s.forward->error.empty()) {
-    std::fflush(stdout);
+    std::fflush(out);
     const ForwardReport& f = *s.forward;
-    throw InputError(o.file, fmt::format("forward failed in {} after {} module call(s) returned (sizes so far on stdout): {}",
-                                         f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
-                                         f.completed.size(), f.error));
+    throw InputError(name, fmt::format("forward failed in {} after {} module call(s) returned (sizes so far on stdout): {}",
+                                       f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
+                                       f.completed.size(), f.error));
   }
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
-  delete arch;
-  delete owned;  // sanitizer builds free everything, so that LeakSanitizer reports real leaks only
+  if (!shared_arch) delete arch;
+  if (!several) delete owned;  // sanitizer builds free everything, so that LeakSanitizer reports real leaks only
 #endif
-  return kExitOk;  // `owned` intentionally leaked otherwise, see above
+  return kExitOk;  // `owned` intentionally leaked with one input, see above
+}
+
+}  // namespace
+
+int run_summary(const SummaryOptions& o) {
+  const std::string format = o.json ? "json" : o.format;
+  if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
+  const Limits lim = o.resolve();
+  const Expanded in = expand_inputs(o.inputs);
+  // With several inputs ARCH is read once, first (a wrong ARCH is a usage error before any output).
+  const Checkpoint* arch = in.several && !o.model.empty() ? read_arch(o, lim) : nullptr;
+  RunPlan plan;
+  // A forward runs LibTorch, one at a time.
+  plan.jobs = o.wants_forward() ? 1 : resolve_jobs(o.inputs.jobs, in.items.size());
+  if (in.several && format == "json") plan.error_records_for = "summary";
+  if (in.several && format != "json")
+    plan.header = [&](size_t index, const InputItem& item, std::FILE* out) {
+      // head(1)'s separator; a Markdown heading in Markdown.
+      if (format == "markdown") fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(item.name));
+      else fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
+    };
+  const int rc = run_inputs(in.items, plan, [&](size_t, const InputItem& item, std::FILE* out, std::FILE* err) {
+    return summarize_one(o, format, lim, item.name, arch, in.several, out, err);
+  });
+#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
+  delete arch;
+#endif
+  return rc;
 }
 
 }  // namespace ckpt::cli

@@ -28,7 +28,8 @@ struct LimitField {
 constexpr LimitField kLimitFields[] = {
     {"pickle-depth", &Limits::pickle_depth}, {"memo-entries", &Limits::memo_entries}, {"string-bytes", &Limits::string_bytes},
     {"pickle-ops", &Limits::pickle_ops},     {"pickle-bytes", &Limits::pickle_bytes}, {"zip-entries", &Limits::zip_entries},
-    {"tensors", &Limits::tensors},           {"walk-nodes", &Limits::walk_nodes},     {"inflate-bytes", &Limits::inflate_bytes}};
+    {"tensors", &Limits::tensors},           {"walk-nodes", &Limits::walk_nodes},     {"inflate-bytes", &Limits::inflate_bytes},
+    {"stdin-bytes", &Limits::stdin_bytes}};
 }  // namespace
 
 std::string set_limit(Limits& limits, const std::string& name, const std::string& value) {

@@ -72,10 +72,14 @@ struct Limits {
   uint64_t tensors = 10'000'000;  // tensor entries in one checkpoint
   uint64_t walk_nodes = 100'000'000;  // objects visited while interpreting the unpickled graph
   uint64_t inflate_bytes = 64ull << 20;  // one deflated member (TorchScript code/), after inflating
+  // A checkpoint read from stdin (`-`) is spooled to an unlinked file in $TMPDIR before it is mapped: a
+  // pipe that never ends must not fill the disk. 64 GiB holds any single-file checkpoint published today
+  // (a 30B-parameter model in fp16); larger ones come sharded, as directories, which stdin cannot carry.
+  uint64_t stdin_bytes = 64ull << 30;
 };
 
 // Sets one limit by its command-line name (pickle-depth, memo-entries, string-bytes, pickle-ops,
-// pickle-bytes, zip-entries, tensors, walk-nodes, inflate-bytes); `value` may end in k, M or G (x1024).
+// pickle-bytes, zip-entries, tensors, walk-nodes, inflate-bytes, stdin-bytes); `value` may end in k, M or G (x1024).
 // Returns "" or what was wrong.
 std::string set_limit(Limits& limits, const std::string& name, const std::string& value);
 // "name=default, ..." for help texts.

@@ -13,30 +13,30 @@ namespace ckpt {
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
+  try {
+    auto f = open_fd(fd, path);
+    ::close(fd);
+    return f;
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+}
+
+std::shared_ptr<MappedFile> MappedFile::open_fd(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw InputError(path, std::string("cannot stat: ") + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd, &st) != 0) throw InputError(path, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
     throw InputError(path, S_ISDIR(st.st_mode) ? "is a directory, not a checkpoint file" : "is not a regular file");
-  }
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      throw InputError(path, std::string("cannot map: ") + std::strerror(e));
-    }
+    if (p == MAP_FAILED) throw InputError(path, std::string("cannot map: ") + std::strerror(errno));
     f->data_ = static_cast<const uint8_t*>(p);
     f->mapped_ = true;
   }
-  ::close(fd);
   f->origin_ = std::make_shared<Origin>(Origin{path, ""});
   return f;
 }

@@ -14,6 +14,9 @@ class MappedFile {
  public:
   // Throws InputError (no offset) when the file cannot be opened or mapped.
   static std::shared_ptr<MappedFile> open(const std::string& path);
+  // Maps the regular file open at `fd` (which stays open: the caller owns it), named `display_name` in
+  // errors: stdin (`-`) spooled to an unlinked temporary file, which has no path to open.
+  static std::shared_ptr<MappedFile> open_fd(int fd, const std::string& display_name);
   // Wraps bytes already in memory (tests, fuzzers); `display_name` is used in errors.
   static std::shared_ptr<MappedFile> from_memory(std::string bytes, const std::string& display_name);
   ~MappedFile();

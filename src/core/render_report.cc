@@ -63,7 +63,7 @@ J locations_json(const Finding& x) {
 }
 }  // namespace
 
-void write_check_json(const CheckReport& r, std::FILE* f) {
+std::string check_json_text(const CheckReport& r) {
   J j;
   j["schema"] = kCheckSchema;
   j["file"] = r.file;
@@ -82,7 +82,11 @@ void write_check_json(const CheckReport& r, std::FILE* f) {
                    {"locations", locations_json(x)}});
   j["findings"] = std::move(fs);
   j["status"] = r.status();
-  const std::string out = json_text(j) + "\n";
+  return json_text(j) + "\n";
+}
+
+void write_check_json(const CheckReport& r, std::FILE* f) {
+  const std::string out = check_json_text(r);
   std::fwrite(out.data(), 1, out.size(), f);
 }
 

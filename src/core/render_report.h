@@ -29,11 +29,16 @@ struct CheckReport {
 
 constexpr const char* kCheckSchema = "ckpt.check/1";
 std::string render_check_text(const CheckReport& r, bool color);
-// The ckpt.check/1 document.
+// The ckpt.check/1 document (indented, newline-terminated).
+std::string check_json_text(const CheckReport& r);
 void write_check_json(const CheckReport& r, std::FILE* out);
 // The same report as a SARIF 2.1.0 log: one run, the whole rule catalogue, a result per finding.
 // `version` is ckpt's, `information_uri` the project's page ("" leaves it out).
 std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri);
+// Several files' reports as ONE log whose single run holds every file's results, one artifact per file
+// (with its status in the artifact's properties) and a notification per file not fully scanned.
+std::string check_sarif_text(const std::vector<CheckReport>& reports, const std::string& version,
+                             const std::string& information_uri);
 
 // `ckpt diff`: text, and the ckpt.diff/1 document.
 constexpr const char* kDiffSchema = "ckpt.diff/1";

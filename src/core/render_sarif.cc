@@ -68,12 +68,9 @@ J location_json(const CheckReport& r, const std::string& where, const Location& 
 
 }  // namespace
 
-std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri) {
-  J driver{{"name", "ckpt"}, {"version", version}};
-  if (!information_uri.empty()) driver["informationUri"] = information_uri;
-  driver["rules"] = rules_json();
+namespace {
 
-  J results = J::array();
+void add_results(const CheckReport& r, J& results) {
   for (const Finding& f : r.findings) {
     J res{{"ruleId", f.id}};
     if (const size_t k = rule_index(f.id); k < rule_catalogue().size()) res["ruleIndex"] = k;
@@ -87,25 +84,72 @@ std::string check_sarif_text(const CheckReport& r, const std::string& version, c
     res["properties"] = J{{"fix", f.fix}};
     results.push_back(std::move(res));
   }
+}
 
-  // A file read only in part, or not at all, says so where SARIF keeps the tool's own trouble: a
-  // notification, and executionSuccessful false when nothing was checked.
-  J invocation{{"executionSuccessful", r.scanned}};
-  if (!r.read_error.empty())
-    invocation["toolExecutionNotifications"] = J::array(
-        {J{{"level", "error"},
-           {"message", {{"text", fmt::format("{}: {}", r.scanned ? "not fully scanned" : "NOT SCANNED", r.read_error)}}},
-           {"locations", J::array({J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}}})}}});
-  invocation["properties"] = J{{"status", r.status()}, {"fail_on", r.fail_on}, {"failed", r.failed}};
+// A file read only in part, or not at all, says so where SARIF keeps the tool's own trouble: a
+// notification (and executionSuccessful false when nothing was checked).
+void add_notification(const CheckReport& r, J& notes) {
+  if (r.read_error.empty()) return;
+  notes.push_back(
+      J{{"level", "error"},
+        {"message", {{"text", fmt::format("{}: {}", r.scanned ? "not fully scanned" : "NOT SCANNED", r.read_error)}}},
+        {"locations", J::array({J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}}})}});
+}
 
-  J run{{"tool", {{"driver", std::move(driver)}}},
-        {"invocations", J::array({std::move(invocation)})},
-        {"results", std::move(results)}};
-  if (!r.format.empty()) run["properties"] = J{{"format", r.format}};
+J driver_json(const std::string& version, const std::string& information_uri) {
+  J driver{{"name", "ckpt"}, {"version", version}};
+  if (!information_uri.empty()) driver["informationUri"] = information_uri;
+  driver["rules"] = rules_json();
+  return driver;
+}
+
+std::string log_text(J run) {
   J log{{"$schema", "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"},
         {"version", "2.1.0"},
         {"runs", J::array({std::move(run)})}};
   return json_text(log) + "\n";
+}
+
+}  // namespace
+
+std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri) {
+  J results = J::array();
+  add_results(r, results);
+  J invocation{{"executionSuccessful", r.scanned}};
+  J notes = J::array();
+  add_notification(r, notes);
+  if (!notes.empty()) invocation["toolExecutionNotifications"] = std::move(notes);
+  invocation["properties"] = J{{"status", r.status()}, {"fail_on", r.fail_on}, {"failed", r.failed}};
+
+  J run{{"tool", {{"driver", driver_json(version, information_uri)}}},
+        {"invocations", J::array({std::move(invocation)})},
+        {"results", std::move(results)}};
+  if (!r.format.empty()) run["properties"] = J{{"format", r.format}};
+  return log_text(std::move(run));
+}
+
+std::string check_sarif_text(const std::vector<CheckReport>& reports, const std::string& version,
+                             const std::string& information_uri) {
+  J results = J::array(), notes = J::array(), artifacts = J::array();
+  bool all_scanned = true, failed = false;
+  for (const CheckReport& r : reports) {
+    add_results(r, results);
+    add_notification(r, notes);
+    all_scanned &= r.scanned;
+    failed |= r.failed;
+    J props{{"status", r.status()}, {"failed", r.failed}};
+    props["format"] = r.format.empty() ? J(nullptr) : J(r.format);
+    artifacts.push_back(J{{"location", {{"uri", uri_reference(r.file)}}}, {"properties", std::move(props)}});
+  }
+  // Successful when every file was at least partly checked; each file's own status is its artifact's.
+  J invocation{{"executionSuccessful", all_scanned}};
+  if (!notes.empty()) invocation["toolExecutionNotifications"] = std::move(notes);
+  invocation["properties"] = J{{"fail_on", reports.empty() ? "" : reports.front().fail_on}, {"failed", failed}};
+  J run{{"tool", {{"driver", driver_json(version, information_uri)}}},
+        {"invocations", J::array({std::move(invocation)})},
+        {"artifacts", std::move(artifacts)},
+        {"results", std::move(results)}};
+  return log_text(std::move(run));
 }
 
 }  // namespace ckpt

@@ -2,7 +2,10 @@
 """Golden CLI cases as data (tests/cli/cases.json), in the manner of zstd's tests/cli-tests:
 each case gives the arguments, the exit code, and what stdout / stderr must hold. Paths in args are
 relative to the repository root. `stdout_golden` names a file under tests/cli/golden/ compared exactly;
-`stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON.
+`stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON; `stdout_jsonl` lists
+[line, json-pointer, value] for JSON Lines (several inputs): every line must be one whole document.
+`stdout_order` lists strings that must appear in stdout in that order.
+`stdin_file` (a path relative to the root) is piped to ckpt's stdin (a pipe, not a file: `-` must spool it).
 Every case that prints JSON (or asks for it) is also validated against schemas/ (json_schemas.py).
 `stdout_terminal_safe` / `stderr_terminal_safe` (true) check the raw bytes: valid UTF-8, no control
 character but LF, no DEL, no C1 (U+0080-U+009F) or bidi control (U+061C, U+200E, U+200F,
@@ -55,7 +58,11 @@ def main():
         env.pop("NO_COLOR", None)
         env.update(case.get("env", {}))
         cmd = [args.ckpt] + case["args"]
-        p = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, timeout=60)
+        stdin = None
+        if "stdin_file" in case:
+            with open(os.path.join(args.root, case["stdin_file"]), "rb") as f:
+                stdin = f.read()
+        p = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, timeout=60, input=stdin)
         # Not UTF-8 would be a finding of its own (the *_terminal_safe checks), not a crash of the runner.
         out, err = p.stdout.decode(errors="surrogateescape"), p.stderr.decode(errors="surrogateescape")
         problems = []
@@ -70,6 +77,13 @@ def main():
         for s in case.get("stdout_contains", []):
             if s not in out:
                 problems.append("stdout lacks %r" % s)
+        at = 0
+        for s in case.get("stdout_order", []):  # these, one after another in this order
+            found = out.find(s, at)
+            if found < 0:
+                problems.append("stdout lacks %r after offset %d" % (s, at))
+            else:
+                at = found + len(s)
         for s in case.get("stdout_lacks", []):
             if s in out:
                 problems.append("stdout has %r" % s)
@@ -91,6 +105,20 @@ def main():
                         problems.append("%s = %r, expected %r" % (ptr, got, want))
             except Exception as e:  # noqa: BLE001 - report any parse / lookup failure
                 problems.append("stdout is not the expected JSON: %s" % e)
+        if "stdout_jsonl" in case:
+            lines = out.splitlines()
+            for n, line in enumerate(lines):
+                try:
+                    json.loads(line)
+                except ValueError as e:
+                    problems.append("stdout line %d is not one JSON document: %s: %r" % (n + 1, e, line[:200]))
+            for n, ptr, want in case["stdout_jsonl"]:
+                try:
+                    got = pointer(json.loads(lines[n]), ptr)
+                    if got != want:
+                        problems.append("line %d %s = %r, expected %r" % (n, ptr, got, want))
+                except Exception as e:  # noqa: BLE001 - report any parse / lookup failure
+                    problems.append("line %d %s: %s" % (n, ptr, e))
         if out.strip() and (out.lstrip()[0] in "{[" or json_schemas.wants_json(case["args"])):
             validated += 1
             problems += ["schema: " + pr for pr in schemas.output_problems(out)]

@@ -194,9 +194,9 @@ with tempfile.TemporaryDirectory() as tmp:
     if "pass" in out or "INCOMPLETE" not in out or "ckpt: error:" not in err:
         fail(f"{junk}: text output {out!r} / {err!r}")
 
-# Not scanned at all: a missing file, a directory that is no checkpoint.
+# Not scanned at all: a missing file, a directory with no checkpoint in it.
 if True:
-    for path in ["testdata/check/does-not-exist.pt", "tests/cli"]:
+    for path in ["testdata/check/does-not-exist.pt", "tests/cli/data/no_checkpoints"]:
         got = check_log(path, want_exit={3}, want_status="unscanned")
         if got and got[0]["runs"][0]["results"]:
             fail(f"{path}: an unscanned file has results")
@@ -206,6 +206,45 @@ if True:
         rc, _, _ = run(path, "--fail-on", "never")
         if rc != 0:
             fail(f"{path}: --fail-on never exits {rc}")
+
+# Several files: ONE log whose single run holds every file's results, an artifact per file with its status
+# (the same as each file's ckpt.check/1 line), and a notification for the file not scanned.
+many = ["testdata/check/clean.pt", "testdata/check/evil_os_system.pkl", "testdata/check/does-not-exist.pt",
+        "testdata/check/ddp_prefix.pt"]
+rc, out, err = run(many[0], *many[1:], "--format", "sarif")
+rc_json, out_json, _ = run(many[0], *many[1:], "--json")
+lines = [json.loads(line) for line in out_json.splitlines()]
+try:
+    log = json.loads(out)
+except json.JSONDecodeError as e:
+    log = None
+    fail(f"several files: stdout is not one JSON document ({e})")
+if log is not None:
+    for e in schema_errors(log)[:5]:
+        fail(f"several files: SARIF schema: {list(e.path)}: {e.message[:300]}")
+    if rc != 3 or rc_json != 3:
+        fail(f"several files: exit {rc} (sarif) / {rc_json} (json), want 3 (a file not scanned is worse than a finding)")
+    if len(log["runs"]) != 1:
+        fail(f"several files: {len(log['runs'])} runs, want one")
+    run_ = log["runs"][0]
+    arts = run_.get("artifacts", [])
+    if [a["location"]["uri"] for a in arts] != many:
+        fail(f"several files: artifacts {[a['location']['uri'] for a in arts]}, want {many} in input order")
+    if [d["file"] for d in lines] != many:
+        fail(f"several files: JSON Lines name {[d['file'] for d in lines]}")
+    for a, d in zip(arts, lines):
+        if a["properties"]["status"] != d["status"]:
+            fail(f"{d['file']}: artifact status {a['properties']['status']!r}, ckpt.check/1 says {d['status']!r}")
+    want_results = [(f["id"], d["file"]) for d in lines for f in d["findings"]]
+    got_results = [(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]) for r in run_["results"]]
+    if got_results != want_results:
+        fail(f"several files: results {got_results}, the JSON Lines say {want_results}")
+    if ("dangerous-global", "testdata/check/evil_os_system.pkl") not in got_results:
+        fail("several files: the dangerous global of evil_os_system.pkl is not among the results")
+    inv = run_["invocations"][0]
+    notes = [n["message"]["text"] for n in inv.get("toolExecutionNotifications", [])]
+    if inv["executionSuccessful"] or len(notes) != 1 or "does-not-exist.pt" not in notes[0]:
+        fail(f"several files: executionSuccessful {inv['executionSuccessful']}, notifications {notes}")
 
 if len(verified) < 5:
     fail(f"only {len(verified)} byte offsets verified with pickletools")
