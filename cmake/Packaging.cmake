@@ -52,7 +52,8 @@ if(Python3_Interpreter_FOUND)
             "import gzip, sys; open(sys.argv[2], 'wb').write(gzip.compress(open(sys.argv[1], 'rb').read(), 9, mtime=0))"
             ${CKPT_MAN_PAGE} ${CKPT_MAN_PAGE}.gz
     DEPENDS ${CKPT_MAN_PAGE}
-    COMMENT "Compressing the ckpt(1) man page")
+    COMMENT "Compressing the ckpt(1) man page"
+    VERBATIM)
   add_custom_target(ckpt_man ALL DEPENDS ${CKPT_MAN_PAGE} ${CKPT_MAN_PAGE}.gz)
   install(FILES ${CKPT_MAN_PAGE}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ckpt)
 
