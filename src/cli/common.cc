@@ -46,6 +46,8 @@ void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::st
 
 void validate_text_or_json(const TextOrJsonOptions& o) {
   if (o.json && o.format == "text") throw UsageError("--json conflicts with --format text (--json is --format json)");
+}
+
 void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs) {
   sub->add_option("file", o.files,
                   what +
