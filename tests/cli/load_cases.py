@@ -18,6 +18,7 @@ The suite `load` of torch_cases.py, which runs it (run(t), t its harness):
 """
 import json
 import os
+import subprocess
 import sys
 
 
@@ -236,6 +237,32 @@ def run(t):
     t.check(rep1 and rep2 and rep1["tensors"] == rep2["tensors"], "overlapped and direct loads differ")
     t.check(rep1 and rep1["time"]["check_seconds"] > 0 and rep2 and rep2["time"]["check_seconds"] == 0,
             f"check_seconds: {rep1 and rep1['time']} / {rep2 and rep2['time']}")
+
+    # 9c. Several inputs, one ckpt-torch: JSON Lines in input order, each file's values PyTorch's (CRC-32s,
+    #     NaN/Inf counts), each checked by the parent ckpt ahead of the child (check_seconds > 0: the
+    #     per-file blocks of the pipe stay in step across a file that fails), a missing file as a
+    #     ckpt.error/1 line in its place, stdin (`-`) among them, and exit 3, the worst.
+    many = ["load/nan_inf.pt", "load/does-not-exist.pt", "-", "load/sd_orig_mod.pt"]
+    stdin_src = os.path.join(td, "load", "lightning_model.ckpt")
+    with open(stdin_src, "rb") as src:
+        p = subprocess.run([t.ckpt, "load", "--json", "--checksum"] + [m if m == "-" else os.path.join(td, m) for m in many],
+                           stdin=src, capture_output=True, text=True, timeout=300)
+    problems = t.schemas.output_problems(p.stdout)
+    t.check(not problems, f"several files: JSON Lines against schemas/: {problems}")
+    lines = [json.loads(x) for x in p.stdout.splitlines()]
+    t.check(p.returncode == 3 and len(lines) == 4, f"several files: rc {p.returncode}, {len(lines)} lines: {p.stderr.strip()}")
+    if len(lines) == 4:
+        t.check(lines[1]["schema"] == "ckpt.error/1" and lines[1]["command"] == "load" and lines[1]["exit"] == 3
+                and "does-not-exist.pt" in lines[1]["file"], f"several files: error record {lines[1]}")
+        t.check(lines[2]["file"] == "-", f"several files: stdin named {lines[2]['file']!r}")
+        for rep, name in ((lines[0], "load/nan_inf.pt"), (lines[2], "load/lightning_model.ckpt"), (lines[3], "load/sd_orig_mod.pt")):
+            want = next(c for c in exp["loads"] if c["file"] == name)["tensors"]
+            rows = {x["name"]: x for x in rep.get("tensors", [])}
+            t.check(rep.get("schema") == "ckpt.load/1" and want and all(
+                rows.get(n, {}).get("crc32") == w["crc32"] and rows[n].get("nan") == w["nan"] and rows[n].get("inf") == w["inf"]
+                for n, w in want.items()), f"several files: {name}: values differ from PyTorch's")
+            t.check(rep.get("time", {}).get("check_seconds", 0) > 0, f"several files: {name}: not checked by the parent ckpt")
+    t.check(p.stderr.count("ckpt: error:") == 1 and "does-not-exist.pt" in p.stderr, f"several files: stderr {p.stderr!r}")
 
     # 10. Text output: the table and totals, nothing on stderr when piped.
     rc, out, err = load(t, os.path.join(td, "load", "nan_inf.pt"))
