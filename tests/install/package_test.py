@@ -48,13 +48,16 @@ def depends(path):
 
 
 def library_packages(binary):
-    """The Debian package of each shared library ldd resolves for BINARY (dpkg -S on its real path)."""
+    """The Debian package of each shared library BINARY needs directly (its DT_NEEDED entries, as
+    dpkg-shlibdeps reads them; the libraries those need are their packages' Depends), found where ldd
+    resolves it (dpkg -S on its real path)."""
+    needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out("readelf", "-d", "-W", binary)))
     packages = {}
     for line in out("ldd", binary).splitlines():
-        m = re.search(r"=>\s+(/\S+)", line)
-        if not m:
+        m = re.search(r"^\s*(\S+)\s+=>\s+(/\S+)", line)
+        if not m or m.group(1) not in needed:
             continue
-        lib = m.group(1)
+        lib = m.group(2)
         for path in (lib, os.path.realpath(lib)):
             owner = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
             if owner.returncode == 0:
