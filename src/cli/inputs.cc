@@ -143,18 +143,19 @@ Expanded expand_inputs(const InputOptions& o) {
   return e;
 }
 
-namespace {
-
-bool write_all(int fd, const char* p, size_t n) {
+bool write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
   while (n) {
-    const ssize_t w = ::write(fd, p, n);
+    const ssize_t w = ::write(fd, c, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
-    p += w;
+    c += w;
     n -= static_cast<size_t>(w);
   }
   return true;
 }
+
+namespace {
 
 std::shared_ptr<MappedFile> spool_stdin(const Limits& limits) {
   struct stat st {};

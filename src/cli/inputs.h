@@ -65,6 +65,9 @@ Expanded expand_inputs(const InputOptions& o);
 // The same mapping on every call.
 std::shared_ptr<MappedFile> stdin_file(const Limits& limits);
 
+// Writes all `n` bytes to `fd` (retrying short writes and EINTR); false on an error or a closed pipe.
+bool write_all(int fd, const void* p, size_t n);
+
 // The readers of core, for an input name that may be `-`.
 Checkpoint read_named(const std::string& name, const Limits& limits);
 CheckResult check_named(const std::string& name, const Limits& limits);

@@ -40,18 +40,6 @@ struct Record {
 };
 #pragma pack(pop)
 
-bool write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 bool read_all(int fd, void* p, size_t n) {
   char* c = static_cast<char*>(p);
   while (n) {
