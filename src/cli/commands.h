@@ -74,6 +74,9 @@ struct LoadOptions : LimitOptions, TextOrJsonOptions {
   std::string dtype;  // convert floating tensors ("float16", "bfloat16", ...)
   bool checksum = false;  // CRC-32 per tensor in the report
   bool tensors = false;  // text: list every tensor, not only the ones worth a look
+  // cuda: the streaming load's staging (auto | pinned | register), ring and chunk sizes
+  std::string staging = "auto";
+  uint64_t ring_bytes = 256ull << 20, chunk_bytes = 16ull << 20;
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);

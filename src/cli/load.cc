@@ -2,7 +2,6 @@
 // LibTorch's unpickler), materialize every model tensor on the device, optionally into a TorchScript architecture, and report
 // time, bandwidth, memory, NaN/Inf and key matching.
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,10 +52,17 @@ double process_age() {
   return age > 0 ? age : 0.0;
 }
 
+// This process's own high-water mark (VmHWM). Not getrusage's ru_maxrss: that is kept across fork and
+// exec, so a load started from a large process would report the parent's peak.
 uint64_t peak_rss_bytes() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+  std::fclose(f);
+  return static_cast<uint64_t>(kb) * 1024;
 }
 
 // One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
@@ -66,6 +72,9 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   torchb::MaterializeOptions mo;
   mo.device = device;
   mo.checksum = o.checksum;
+  mo.staging = torchb::parse_staging(o.staging);
+  mo.ring_bytes = o.ring_bytes;
+  mo.chunk_bytes = o.chunk_bytes;
   if (!o.dtype.empty()) {
     const DType* d = dtype_by_name(o.dtype);
     const auto st = d ? torchb::scalar_type(*d) : std::nullopt;
@@ -92,7 +101,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
   double pre_seconds = 0.0;
   std::optional<std::vector<TensorCheck>> prechecked;
-  if (!device.is_meta()) prechecked = read_prechecked(index, *ck, o.checksum, &pre_seconds);
+  if (device.is_cpu()) prechecked = read_prechecked(index, *ck, o.checksum, &pre_seconds);
 
   // --model: the architecture, matched key by key before anything is allocated.
   Checkpoint* arch = nullptr;

@@ -1,6 +1,9 @@
 // `ckpt load` options. Both binaries parse them (so `ckpt load --help` and usage errors need no LibTorch);
 // ckpt then hands the command line to ckpt-torch, the sibling built with LibTorch (precheck.h).
+#include <fmt/format.h>
+
 #include "cli/commands.h"
+#include "core/device.h"
 
 namespace ckpt::cli {
 
@@ -29,11 +32,22 @@ void setup_load(CLI::App& app, LoadOptions& o) {
                 "With --json: CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors,
                 "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf (JSON lists all)");
+  sub->add_option("--staging", o.staging,
+                  "cuda: auto (register page-cache chunks in place where the GPU can, else stage them), pinned (always "
+                  "stage through the pinned ring) or register")
+      ->check(CLI::IsMember({"auto", "pinned", "register"}))
+      ->default_val("auto")
+      ->type_name("MODE");
+  sub->add_option("--ring", o.ring_bytes, "cuda: pinned staging memory in all, 256M by default (k, M, G: x1024)")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("SIZE");
+  sub->add_option("--chunk", o.chunk_bytes, "cuda: one staging buffer (one read, one copy), 16M by default, at least 64k")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("SIZE");
   add_limit_option(sub, o);
 }
 
 void validate_load(const CLI::App& sub, const LoadOptions& o) {
-  (void)sub;
   validate_text_or_json(o);
   // Each of these would be accepted and do nothing, which reads as if it had worked.
   if (o.empty_init && o.model.empty())
@@ -42,6 +56,12 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
     throw UsageError("--strip-prefix / --add-prefix need --model");
   if (o.checksum && !o.wants_json()) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
   if (o.tensors && o.wants_json()) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
+  // Accepted and ignored on meta and cpu would read as if they had worked.
+  if (parse_device_spec(o.device).kind != DeviceSpec::Kind::Cuda)
+    for (const char* opt : {"--staging", "--ring", "--chunk"})
+      if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda (the streaming load)", opt));
+  if (o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
+  if (o.ring_bytes < o.chunk_bytes) throw UsageError("--ring: at least one --chunk");
 }
 
 }  // namespace ckpt::cli

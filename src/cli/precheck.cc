@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/inputs.h"
+#include "core/device.h"
 #include "core/reader.h"
 #include "core/storage.h"
 #include "core/text.h"
@@ -82,7 +83,10 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
     }
   }
   int fds[2];
-  if (o.device == "meta" || ::pipe2(fds, O_CLOEXEC) != 0) exec_torch_backend(argc, argv, "ckpt load");  // nothing to overlap
+  // meta reads no byte; cuda checks every byte as it streams it to the device (each byte read once):
+  // nothing to overlap
+  if (parse_device_spec(o.device).kind != DeviceSpec::Kind::Cpu || ::pipe2(fds, O_CLOEXEC) != 0)
+    exec_torch_backend(argc, argv, "ckpt load");
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = ::fork();

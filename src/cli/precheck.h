@@ -1,4 +1,4 @@
-// `ckpt load` on cpu / cuda overlaps LibTorch's start-up (~0.4 s of static initialization in ckpt-torch)
+// `ckpt load` on cpu overlaps LibTorch's start-up (~0.4 s of static initialization in ckpt-torch)
 // with reading and checking every byte: ckpt forks, the child execs ckpt-torch at once, and the parent
 // (which has no LibTorch to start) reads the file's structure and runs check_values, then hands the
 // per-tensor results to the child through a pipe (fd in $CKPT_PRECHECK_FD). The child uses them when

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/keys.h"
+#include "core/stream.h"
 #include "core/values.h"
 
 namespace ckpt {
@@ -61,7 +62,11 @@ struct LoadReport {
                                // with LibTorch's start-up (0 when done inside load_seconds)
   double load_seconds = 0.0;  // materializing tensors
   double seconds = 0.0;  // the whole process, startup included
-  uint64_t peak_rss = 0;  // bytes
+  uint64_t peak_rss = 0;  // bytes: this process's own high-water mark (VmHWM)
+  // cuda: the streaming load (core/stream.h): ring, threads, bytes by read path, --checksum readback
+  std::optional<StreamStats> stream;
+  std::string staging;  // "pinned" or "in-place" (chunks in the page cache offered for registration)
+  bool device_crc = false;  // CRC-32s computed from the device's copy, read back
   std::vector<LoadedTensor> rows;
   std::vector<std::string> notes;  // one line each, shown under the table
   // something a strict load would refuse

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace ckpt {
 
@@ -15,6 +16,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   if (fd < 0) throw InputError(path, std::string("cannot open: ") + std::strerror(errno));
   try {
     auto f = open_fd(fd, path);
+    f->reopen_path_ = path;
     ::close(fd);
     return f;
   } catch (...) {
@@ -31,6 +33,9 @@ std::shared_ptr<MappedFile> MappedFile::open_fd(int fd, const std::string& path)
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
+  f->reopen_path_ = "/proc/self/fd/" + std::to_string(fd);
+  f->dev_ = static_cast<uint64_t>(st.st_dev);
+  f->ino_ = static_cast<uint64_t>(st.st_ino);
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) throw InputError(path, std::string("cannot map: ") + std::strerror(errno));
@@ -74,6 +79,39 @@ void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
   if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ) == 0) return;
 #endif
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
+void MappedFile::advise_random() const {
+  if (mapped_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
+}
+
+bool MappedFile::resident(const uint8_t* ptr, uint64_t len) const {
+  if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return true;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(ptr) + len;
+  thread_local std::vector<unsigned char> pages;
+  pages.resize((end - begin + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, pages.data()) != 0) return false;
+  for (unsigned char c : pages)
+    if (!(c & 1)) return false;
+  return true;
+}
+
+int MappedFile::reopen(bool direct) const {
+  if (!mapped_) {
+    errno = EINVAL;
+    return -1;
+  }
+  const int fd = ::open(reopen_path_.c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != dev_ || static_cast<uint64_t>(st.st_ino) != ino_) {
+    ::close(fd);
+    errno = ESTALE;
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace ckpt

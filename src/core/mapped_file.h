@@ -34,12 +34,28 @@ class MappedFile {
   // Lets a load check 3 GB without holding 3 GB resident. No-op for memory files.
   void release(const uint8_t* ptr, uint64_t len) const;
 
+  // Page faults in the mapping read only the page they need from here on (MADV_RANDOM), not the
+  // readahead window around it (8 MiB on some disks): a load that reads tensor bytes with pread / O_DIRECT
+  // must not pull the file through the page cache by touching the zip headers between them.
+  void advise_random() const;
+  // Whether the file is mapped (false for memory files, which have no file behind them).
+  bool mapped() const { return mapped_; }
+  // Whether every page of [ptr, ptr+len) is in the page cache (mincore; nothing is faulted in).
+  // True for memory files.
+  bool resident(const uint8_t* ptr, uint64_t len) const;
+  // A new descriptor of the same file for pread (O_DIRECT when asked): the path opened again, checked to
+  // be the same file (device and inode) as the one mapped. -1 with errno set when it cannot be
+  // (memory files, O_DIRECT refused, the path now names another file: errno ESTALE).
+  int reopen(bool direct) const;
+
  private:
   MappedFile() = default;
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   bool mapped_ = false;
+  std::string reopen_path_;  // the path, or /proc/self/fd/N for open_fd
+  uint64_t dev_ = 0, ino_ = 0;
   std::string owned_;
   std::shared_ptr<const Origin> origin_;
 };

@@ -233,6 +233,25 @@ std::string load_json_text(const LoadReport& r) {
                 {"seconds", r.seconds},
                 {"gb_per_s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)}};
   j["memory"] = J{{"peak_rss_bytes", r.peak_rss}, {"device_bytes", r.device_bytes}};
+  if (r.stream) {
+    const StreamStats& st = *r.stream;
+    J read;
+    for (size_t i = 0; i < kReadPaths; ++i) read[to_string(static_cast<ReadPath>(i))] = st.bytes[i];
+    j["stream"] = J{{"staging", r.staging},
+                    {"threads", st.threads},
+                    {"slots", st.slots},
+                    {"chunk_bytes", st.chunk_bytes},
+                    {"ring_bytes", st.slots * st.chunk_bytes},
+                    {"chunks", st.chunks},
+                    {"read", read},
+                    {"file_bytes", st.file_bytes},
+                    {"seconds", st.seconds},
+                    {"checksums", r.device_crc ? J("device") : J(nullptr)},
+                    {"readback_bytes", st.readback_bytes},
+                    {"readback_seconds", st.readback_seconds}};
+  } else {
+    j["stream"] = nullptr;
+  }
   j["complete"] = !r.incomplete();
   J rows = J::array();
   for (const LoadedTensor& t : r.rows) {
@@ -331,6 +350,18 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
       gbps(r.bytes_read, r.check_seconds + r.load_seconds));
   out += fmt::format("{:<10} peak RSS {}{}\n", "memory", human_bytes(r.peak_rss),
                      r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), visible(r.device)) : std::string());
+  if (r.stream) {
+    const StreamStats& st = *r.stream;
+    std::string paths;
+    for (size_t i = 0; i < kReadPaths; ++i)
+      if (st.bytes[i]) paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", human_bytes(st.bytes[i]), to_string(static_cast<ReadPath>(i)));
+    out += fmt::format("{:<10} {} thread(s), ring {} ({} x {}, {}), {} chunks; read: {}\n", "stream", st.threads,
+                       human_bytes(st.slots * st.chunk_bytes), st.slots, human_bytes(st.chunk_bytes), r.staging, st.chunks,
+                       paths.empty() ? "nothing" : paths);
+    if (r.device_crc)
+      out += fmt::format("{:<10} CRC-32s of {} read back from {} in {:.3f} s\n", "checksums", human_bytes(st.readback_bytes),
+                         visible(r.device), st.readback_seconds);
+  }
   if (!r.model.empty()) {
     if (r.empty_init)
       out += fmt::format("{:<10} {} of {}'s own weights not read, nothing initialized or written twice\n", "empty init",

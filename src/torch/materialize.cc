@@ -103,44 +103,6 @@ std::string dtype_name(at::ScalarType t) {
 
 namespace {
 
-// Two pinned staging buffers on the host; chunk i is copied into one while the device still reads
-// chunk i-1 from the other.
-class CudaCopier {
- public:
-  explicit CudaCopier(c10::Device device)
-      : impl_(c10::DeviceType::CUDA),
-        stream_(impl_.getStream(device)),
-        ev_{c10::Event(c10::DeviceType::CUDA), c10::Event(c10::DeviceType::CUDA)} {
-    for (auto& s : stage_)
-      s = at::empty({static_cast<int64_t>(kChunk)}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
-  }
-  void copy(at::Tensor& dst, const uint8_t* src, uint64_t n, const MappedFile& file) {
-    for (uint64_t off = 0; off < n; off += kChunk) {
-      const uint64_t len = std::min<uint64_t>(kChunk, n - off);
-      const int i = next_;
-      next_ ^= 1;
-      if (used_[i])
-        while (!ev_[i].query()) std::this_thread::yield();
-      file.prefetch(src + off, len);
-      std::memcpy(stage_[i].data_ptr<uint8_t>(), src + off, len);
-      dst.narrow(0, static_cast<int64_t>(off), static_cast<int64_t>(len))
-          .copy_(stage_[i].narrow(0, 0, static_cast<int64_t>(len)), /*non_blocking=*/true);
-      ev_[i].record(stream_);
-      used_[i] = true;
-    }
-  }
-  void finish() { impl_.synchronizeStream(stream_); }
-
- private:
-  static constexpr uint64_t kChunk = 64ull << 20;
-  c10::impl::VirtualGuardImpl impl_;
-  c10::Stream stream_;
-  at::Tensor stage_[2];
-  c10::Event ev_[2];
-  bool used_[2] = {false, false};
-  int next_ = 0;
-};
-
 void no_delete(void*) {}
 
 // c10::Storage over bytes that stay owned by the mapped file (which outlives the tensors: the Checkpoint
@@ -150,6 +112,60 @@ c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
   return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(n), std::move(ptr), nullptr, false);
 }
 
+// Whether the loop below materializes `t` from its storage's bytes (not skipped, not left on meta).
+bool reads_bytes(const Tensor& t, const c10::Device& device) {
+  return t.state == TensorState::Materialized && t.dtype && scalar_type(*t.dtype) && loadable_layout(t) &&
+         t.dtype->pack == 1 && !t.storage.empty() && !(t.layout == Layout::Quantized && device.is_cuda());
+}
+
+// The cuda load: every storage streamed into its device allocation (core/stream.h) with NaN / Inf
+// counted on the way; with --checksum the CRC-32s read back from the device.
+struct Streamed {
+  std::unordered_map<const Storage*, c10::Storage> storages;
+  std::vector<TensorCheck> checks;
+};
+Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const std::vector<Target>& targets,
+                          const MaterializeOptions& o, LoadReport& rep) {
+  std::vector<const Tensor*> list;
+  for (const Target& tg : targets) list.push_back(reads_bytes(*tg.tensor, o.device) ? tg.tensor : nullptr);
+  StreamLoad load(ck, index, list);
+  std::unique_ptr<CudaSink> sink = make_cuda_sink(o.device, o.staging);
+  StreamOptions so;
+  so.ring_bytes = o.ring_bytes;
+  so.chunk_bytes = o.chunk_bytes;
+  so.in_place = sink->in_place();
+  so.progress = o.progress;
+  StreamStats stats;
+  Streamed out;
+  out.checks.resize(targets.size());
+  try {
+    const std::vector<ValueStats> values = load.run(*sink, so, &stats);
+    std::vector<std::optional<uint32_t>> crcs;
+    if (o.checksum) crcs = load.readback_crc(*sink, so, &stats);
+    for (size_t k = 0; k < targets.size(); ++k) {
+      out.checks[k].stats = values[k];
+      if (o.checksum) out.checks[k].crc32 = crcs[k];
+    }
+  } catch (const InputError&) {
+    throw;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {  // the device refused (out of memory, a CUDA error): exit 4
+    const std::string what = e.what();
+    throw EnvironmentError(fmt::format("{}: loading onto {}: {}", ck.path, o.device.str(), what.substr(0, what.find('\n'))));
+  }
+  for (size_t id = 0; id < load.storages().size(); ++id) {
+    out.storages.emplace(load.storages()[id], sink->storage(id).storage());
+    rep.device_bytes += load.storages()[id]->nbytes;
+    rep.copied_bytes += load.storages()[id]->nbytes;
+    rep.bytes_read += load.storages()[id]->nbytes;
+  }
+  rep.stream = stats;
+  rep.staging = so.in_place ? "in-place" : "pinned";
+  rep.device_crc = o.checksum;
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
@@ -157,25 +173,19 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   std::vector<std::pair<std::string, at::Tensor>> out;
   StorageIndex index(ck);
   const bool meta = o.device.is_meta(), cuda = o.device.is_cuda();
-  std::unique_ptr<CudaCopier> copier;
-  if (cuda) copier = std::make_unique<CudaCopier>(o.device);
-
-  // CUDA progress: bytes copied to the device (the CPU check reports its own).
-  uint64_t total = 0, done = 0;
-  if (cuda) {
-    std::set<const Storage*> seen;
-    for (const Target& tg : targets)
-      if (const Storage* s = tg.tensor->storage.empty() ? nullptr : index.find(tg.tensor->storage))
-        if (tg.tensor->state == TensorState::Materialized && seen.insert(s).second) total += s->nbytes;
-  }
   struct Made {
     c10::Storage storage;
     ByteView bytes;
   };
   std::unordered_map<const Storage*, Made> made;
-  // Every byte read and checked first, on every core; then the tensors are wrapped / copied.
+  // cpu: every byte read and checked first, on every core (or by the parent ckpt process), then the
+  // tensors are wrapped / copied. cuda: checked while streamed.
   std::vector<TensorCheck> checks;
-  if (!meta && o.prechecked && o.prechecked->size() == targets.size()) {
+  if (cuda) {
+    Streamed st = stream_to_device(ck, index, targets, o, rep);
+    checks = std::move(st.checks);
+    for (auto& [s, storage] : st.storages) made.emplace(s, Made{std::move(storage), ByteView()});
+  } else if (!meta && o.prechecked && o.prechecked->size() == targets.size()) {
     checks = *o.prechecked;
   } else if (!meta) {
     std::vector<const Tensor*> list;
@@ -256,29 +266,21 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     auto it = made.find(s);
     if (it == made.end()) {
       ByteView bytes = index.bytes(*s);
-      const MappedFile& file = s->source ? *s->source : *ck.file;
+      if (cuda)  // every storage reads_bytes() admits was streamed
+        throw std::logic_error(fmt::format("tensor '{}': storage '{}' was not streamed to the device", t.name, t.storage));
       c10::Storage storage;
-      if (cuda) {
-        at::Tensor dev = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte).device(o.device));
-        copier->copy(dev, bytes.data(), bytes.size(), file);
-        storage = dev.storage();
-        rep.device_bytes += s->nbytes;
-        rep.copied_bytes += s->nbytes;
+      const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
+      if (!quantized && !StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+        storage = borrowed_storage(bytes.data(), bytes.size());
+        rep.zero_copy_bytes += s->nbytes;
       } else {
-        const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
-        if (!quantized && !StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
-          storage = borrowed_storage(bytes.data(), bytes.size());
-          rep.zero_copy_bytes += s->nbytes;
-        } else {
-          at::Tensor copy = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte));
-          std::memcpy(copy.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-          storage = copy.storage();
-          rep.copied_bytes += s->nbytes;
-        }
+        at::Tensor copy = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte));
+        std::memcpy(copy.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+        storage = copy.storage();
+        rep.copied_bytes += s->nbytes;
       }
       rep.bytes_read += s->nbytes;
       it = made.emplace(s, Made{std::move(storage), bytes}).first;
-      if (cuda && o.progress) o.progress(done += s->nbytes, total);
     }
     row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x;
@@ -308,7 +310,6 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     out.emplace_back(tg.name, std::move(x));
     rep.rows.push_back(std::move(row));
   }
-  if (copier) copier->finish();
   return out;
 }
 

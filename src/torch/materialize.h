@@ -2,8 +2,10 @@
 //   meta  at::empty_strided on the meta device, no byte of the file read;
 //   cpu   a read-only view of the mapped file when the bytes are aligned for the dtype (zero-copy),
 //         else one copy; every byte read once for the NaN / Inf count;
-//   cuda  one uninitialized device allocation per storage, filled from the mapped file through two
-//         pinned staging buffers so that reading chunk i+1 overlaps the host-to-device copy of chunk i.
+//   cuda  one uninitialized device allocation per storage, filled by the streaming load (core/stream.h,
+//         torch/cuda_sink.h): several threads read the file into a bounded ring of pinned buffers (or
+//         register page-cache ranges in place), counting NaN / Inf as they stage, while earlier chunks
+//         copy asynchronously; --checksum reads every tensor back from the device.
 // Tensors sharing a storage (tied weights, views) share it on the device too.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "core/checkpoint.h"
 #include "core/load.h"
 #include "core/values.h"
+#include "torch/cuda_sink.h"
 
 namespace ckpt::torchb {
 
@@ -39,7 +42,9 @@ struct Target {
 
 struct MaterializeOptions {
   c10::Device device = c10::Device(c10::kCPU);
-  bool checksum = false;  // CRC-32 per tensor (CPU bytes before any --dtype conversion)
+  bool checksum = false;  // CRC-32 per tensor, before any --dtype conversion (cuda: of the device's copy)
+  Staging staging = Staging::Auto;  // cuda
+  uint64_t ring_bytes = 256ull << 20, chunk_bytes = 16ull << 20;  // cuda: the staging ring
   std::optional<at::ScalarType> dtype;  // convert floating tensors
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes
   const std::vector<TensorCheck>* prechecked = nullptr;  // check_values results for `targets`, done elsewhere
