@@ -191,6 +191,24 @@ def run(t):
         t.check(rc == 4 and "CUDA" in err and err.count("\n") == 1, f"cuda unavailable: rc {rc} {err!r}")
     rc, out, err = load(t, "--device", "tpu", os.path.join(td, "load", "nan_inf.pt"))
     t.check(rc == 2, f"bad device: rc {rc}")
+    # The streaming load's options are for cuda only; a chunk below 64k or a ring below one chunk is refused.
+    nan_inf = os.path.join(td, "load", "nan_inf.pt")
+    for args in (["--staging", "pinned"], ["--ring", "64M"], ["--chunk", "1M"]):
+        rc, out, err = load(t, "--device", "cpu", *args, nan_inf)
+        t.check(rc == 2 and "--device cuda" in err and out == "", f"{args} on cpu: rc {rc} {err!r}")
+    for args in (["--chunk", "1k"], ["--ring", "1M", "--chunk", "2M"], ["--staging", "fast"]):
+        rc, out, err = load(t, "--device", "cuda", *args, nan_inf)
+        t.check(rc == 2 and out == "", f"{args}: rc {rc} {err!r}")
+
+    # 7b. Peak RSS is ckpt-torch's own (VmHWM), not the parent's: run from a process holding 1 GiB, a load on
+    #     meta reports what it used (getrusage's ru_maxrss would carry the parent's peak across fork and exec).
+    fat = b"\x01" * (1 << 30)
+    rc, rep, err = load_json(t, "--device", "meta", nan_inf)
+    t.check(rc == 0 and rep and 0 < rep["memory"]["peak_rss_bytes"] < (768 << 20),
+            f"peak RSS from a 1 GiB parent: rc {rc} {rep and rep['memory']}")
+    del fat
+    rc, rep, err = load_json(t, "--device", "cpu", nan_inf)
+    t.check(rc == 0 and rep and rep["stream"] is None, f"cpu: no stream object: {rep and rep.get('stream')}")
 
     # 8. TorchScript that the linked LibTorch cannot compile: exit 3 naming the missing operator and the version.
     rc, out, err = load(t, "--device", "meta", os.path.join(td, "ts113", "edited_sdpa.pt"))
