@@ -63,6 +63,7 @@ size_t stream_and_check(const Checkpoint& ck, const json& truth, const StreamOpt
   uint64_t counted = 0;
   for (uint64_t b : stats.bytes) counted += b;
   CHECK(counted == load.total_bytes());
+  CHECK(sink.written() == load.total_bytes());  // each storage byte written once: tied and views share
   CHECK(sink.allocated() == load.storages().size());
   CHECK(sink.staging_bytes() == stats.slots * (stats.chunk_bytes + 8192));
   for (size_t id = 0; id < load.storages().size(); ++id) {

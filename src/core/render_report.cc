@@ -354,7 +354,8 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     const StreamStats& st = *r.stream;
     std::string paths;
     for (size_t i = 0; i < kReadPaths; ++i)
-      if (st.bytes[i]) paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", human_bytes(st.bytes[i]), to_string(static_cast<ReadPath>(i)));
+      if (st.bytes[i])
+        paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", human_bytes(st.bytes[i]), to_string(static_cast<ReadPath>(i)));
     out += fmt::format("{:<10} {} thread(s), ring {} ({} x {}, {}), {} chunks; read: {}\n", "stream", st.threads,
                        human_bytes(st.slots * st.chunk_bytes), st.slots, human_bytes(st.chunk_bytes), r.staging, st.chunks,
                        paths.empty() ? "nothing" : paths);

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -356,8 +356,7 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
       };
       if (o.in_place && c.file->resident(c.data, c.len)) {
         struct stat st {};  // the mapping faults (SIGBUS) past the end of a truncated file: check first
-        if (::fstat(of.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= c.offset + c.len &&
-            sink.pin(slot, c.data, c.len)) {
+        if (::fstat(of.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= c.offset + c.len && sink.pin(slot, c.data, c.len)) {
           pinned = true;
           by_path[static_cast<size_t>(ReadPath::InPlace)] += c.payload;
           return c.data;
@@ -427,8 +426,7 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
       } catch (...) {
         for (size_t i = 0; i < own.size(); ++i) try {
             settle(i);
-          } catch (...) {
-          }
+          } catch (...) {}
         throw;
       }
     });
@@ -561,6 +559,7 @@ void CpuSink::allocate(size_t storage, uint64_t nbytes) {
 void CpuSink::write(unsigned, size_t storage, uint64_t offset, const uint8_t* src, uint64_t len) {
   if (offset > sizes_.at(storage) || len > sizes_[storage] - offset) throw std::logic_error("CpuSink: write out of range");
   std::memcpy(storages_[storage].get() + offset, src, len);
+  written_ += len;
 }
 
 bool CpuSink::pin(unsigned, const uint8_t*, uint64_t) { return in_place_; }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -149,6 +150,7 @@ class CpuSink : public StreamSink {
   uint64_t size(size_t storage) const { return sizes_.at(storage); }
   size_t allocated() const;  // storages still held
   uint64_t staging_bytes() const;
+  uint64_t written() const { return written_; }  // bytes written to storages, in all
 
  private:
   struct Free {
@@ -159,6 +161,7 @@ class CpuSink : public StreamSink {
   std::vector<uint64_t> slot_bytes_;
   std::vector<std::unique_ptr<uint8_t[]>> storages_;
   std::vector<uint64_t> sizes_;
+  std::atomic<uint64_t> written_{0};
 };
 
 }  // namespace ckpt

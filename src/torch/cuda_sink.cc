@@ -150,8 +150,7 @@ class Sink final : public CudaSink {
     contiguous_.clear();
     try {
       c10::cuda::CUDACachingAllocator::emptyCache();  // the device memory goes back, not only to the cache
-    } catch (...) {
-    }
+    } catch (...) {}
   }
 
  private:
@@ -192,18 +191,20 @@ std::unique_ptr<CudaSink> make_cuda_sink(c10::Device device, Staging staging) {
     can = 0;
   }
   if (staging == Staging::Register && !can)
-    throw EnvironmentError(fmt::format("--staging register: {} cannot register host memory read-only "
-                                       "(cudaDevAttrHostRegisterReadOnlySupported is 0); use --staging pinned",
-                                       device.str()));
+    throw EnvironmentError(
+        fmt::format("--staging register: {} cannot register host memory read-only "
+                    "(cudaDevAttrHostRegisterReadOnlySupported is 0); use --staging pinned",
+                    device.str()));
   return std::make_unique<Sink>(device, staging != Staging::Pinned && can);
 }
 
 #else
 
 std::unique_ptr<CudaSink> make_cuda_sink(c10::Device device, Staging) {
-  throw EnvironmentError(fmt::format("--device {}: this ckpt-torch was built against LibTorch {} without CUDA (rebuild "
-                                     "against a CUDA LibTorch, see docs/ckpt-torch.md)",
-                                     device.str(), libtorch_version()));
+  throw EnvironmentError(
+      fmt::format("--device {}: this ckpt-torch was built against LibTorch {} without CUDA (rebuild "
+                  "against a CUDA LibTorch, see docs/ckpt-torch.md)",
+                  device.str(), libtorch_version()));
 }
 
 #endif

@@ -114,8 +114,8 @@ c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
 
 // Whether the loop below materializes `t` from its storage's bytes (not skipped, not left on meta).
 bool reads_bytes(const Tensor& t, const c10::Device& device) {
-  return t.state == TensorState::Materialized && t.dtype && scalar_type(*t.dtype) && loadable_layout(t) &&
-         t.dtype->pack == 1 && !t.storage.empty() && !(t.layout == Layout::Quantized && device.is_cuda());
+  return t.state == TensorState::Materialized && t.dtype && scalar_type(*t.dtype) && loadable_layout(t) && t.dtype->pack == 1 &&
+         !t.storage.empty() && !(t.layout == Layout::Quantized && device.is_cuda());
 }
 
 // The cuda load: every storage streamed into its device allocation (core/stream.h) with NaN / Inf
@@ -146,9 +146,7 @@ Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const
       out.checks[k].stats = values[k];
       if (o.checksum) out.checks[k].crc32 = crcs[k];
     }
-  } catch (const InputError&) {
-    throw;
-  } catch (const UsageError&) {
+  } catch (const InputError&) { throw; } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {  // the device refused (out of memory, a CUDA error): exit 4
     const std::string what = e.what();
