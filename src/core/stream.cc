@@ -39,6 +39,7 @@ namespace {
 constexpr uint64_t kPage = 4096;  // O_DIRECT alignment of buffer, offset and length; registration unit
 constexpr uint64_t kGap = 64 << 10;  // storages closer than this in a file share a chunk, gap included
 constexpr uint64_t kMinChunk = 64 << 10;
+constexpr uint64_t kSub = 1 << 20;  // page-cache reads: read and counted this much at a time
 
 uint64_t align_down(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -310,11 +311,16 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     for (unsigned s = 0; s < ring.slots; ++s) slot_mem[s] = sink.staging(s, ring.chunk + 2 * kPage);
     for (size_t id = 0; id < storages_.size(); ++id) sink.allocate(id, storages_[id]->nbytes);
 
-    auto count = [&](const Piece& pc, const uint8_t* bytes) {
+    // NaN / Inf of the tensors' elements inside piece `pc` (whose first byte is at `bytes`): every tensor,
+    // or only the contiguous ones / only the others.
+    enum class Which { All, Contiguous, Strided };
+    auto count = [&](const Piece& pc, const uint8_t* bytes, Which which) {
       for (size_t k : p.tensors_of[pc.storage]) {
         const uint64_t lo = std::max(p.lo[k], pc.offset), hi = std::min(p.hi[k], pc.offset + pc.len);
         if (lo >= hi) continue;
         const Tensor& t = *tensors_[k];
+        const bool contiguous = is_contiguous(t);
+        if ((which == Which::Contiguous && !contiguous) || (which == Which::Strided && contiguous)) continue;
         ValueStats v;
         auto add = [&](uint64_t a, uint64_t b) {  // storage byte range [a, b) of the tensor's elements
           const uint64_t x = std::max(a, pc.offset), y = std::min(b, pc.offset + pc.len);
@@ -323,7 +329,7 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
           v.nan += s.nan;
           v.inf += s.inf;
         };
-        if (is_contiguous(t)) add(p.lo[k], p.lo[k] + t.bytes);
+        if (contiguous) add(p.lo[k], p.lo[k] + t.bytes);
         else for_each_run(t, [&](uint64_t off, uint64_t len) { add(off, off + len); });
         nan[k] += v.nan;
         inf[k] += v.inf;
@@ -333,8 +339,9 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     // Brings chunk c into slot memory `buf` (or pins it in place); returns its first byte. A file chunk
     // sits in `buf` where its file offset falls within a page (so O_DIRECT reads land page-aligned): read
     // from the page cache when every page is resident, else with O_DIRECT, else buffered.
-    auto stage = [&](const ChunkPlan& c, unsigned slot, uint8_t* buf, bool& pinned) -> const uint8_t* {
-      pinned = false;
+    // `counted`: the contiguous tensors' elements were counted while reading (the strided ones are left).
+    auto stage = [&](const ChunkPlan& c, unsigned slot, uint8_t* buf, bool& pinned, bool& counted) -> const uint8_t* {
+      pinned = counted = false;
       if (!c.file) {
         std::memcpy(buf, c.data, c.len);
         by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
@@ -380,9 +387,33 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
         if (errno != EINVAL) throw_errno(c.file->path(), member0, 0, "read");
         of.direct_ok = false;  // this filesystem takes O_DIRECT opens but not the reads: buffered from here on
       }
-      const int64_t r = read_full(of.fd, data, c.len, c.offset);
-      if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
-      if (static_cast<uint64_t>(r) < c.len) fail_short(c.offset + static_cast<uint64_t>(r));
+      // From the page cache a chunk is read 1 MiB at a time, and each MiB counted while it is still in
+      // the core's cache: the count then costs almost nothing beside the copy.
+      thread_local std::vector<uint64_t> done;  // per piece: storage bytes counted so far
+      done.resize(c.count);
+      for (size_t i = 0; i < c.count; ++i) done[i] = p.pieces[c.first + i].offset;
+      size_t open_piece = 0;  // pieces before it are counted to their end
+      for (uint64_t pos = 0; pos < c.len; pos += kSub) {
+        const uint64_t n = std::min(kSub, c.len - pos);
+        const int64_t r = read_full(of.fd, data + pos, n, c.offset + pos);
+        if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
+        if (static_cast<uint64_t>(r) < n) fail_short(c.offset + pos + static_cast<uint64_t>(r));
+        const uint64_t upto = pos + n;
+        for (size_t i = open_piece; i < c.count; ++i) {
+          const Piece& pc = p.pieces[c.first + i];
+          if (pc.at >= upto) break;
+          const uint64_t end = pc.offset + pc.len;
+          uint64_t avail = pc.offset + std::min(pc.len, upto - pc.at);
+          if (avail < end) avail = align_down(avail, 16);  // whole elements only: 16 bytes hold any
+          if (avail > done[i]) {
+            const uint64_t at = pc.at + (done[i] - pc.offset);
+            count(Piece{pc.storage, done[i], avail - done[i], at}, data + at, Which::Contiguous);
+            done[i] = avail;
+          }
+          if (done[i] == end && i == open_piece) ++open_piece;
+        }
+      }
+      counted = true;
       file_bytes += c.len;
       by_path[static_cast<size_t>(cold ? ReadPath::Buffered : ReadPath::Cached)] += c.payload;
       return data;
@@ -409,13 +440,13 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
           const size_t i = r++ % own.size();
           settle(i);
           const ChunkPlan& c = p.chunks[ci];
-          bool in_place = false;
-          const uint8_t* data = stage(c, own[i], slot_mem[own[i]], in_place);
+          bool in_place = false, counted = false;
+          const uint8_t* data = stage(c, own[i], slot_mem[own[i]], in_place, counted);
           pinned[i] = in_place ? &c : nullptr;
           used[i] = true;  // from here on the slot is waited for, even if a write below throws
           for (size_t q = c.first; q < c.first + c.count; ++q) {
             const Piece& pc = p.pieces[q];
-            count(pc, data + pc.at);
+            count(pc, data + pc.at, counted ? Which::Strided : Which::All);
             sink.write(own[i], pc.storage, pc.offset, data + pc.at, pc.len);
           }
           sink.commit(own[i]);

@@ -3,6 +3,7 @@
   many.pt   100,000 one-element storages (the ring packs many storages into one chunk), some NaN / Inf;
   big.pt    a 6 MiB float32 storage spanning many chunks, a transposed view and a tied alias of it,
             a slice starting mid-storage, float16 / float64 / int64 tensors;
+  legacy.pt the legacy (non-zip) format: storages back to back at unaligned offsets, NaN / Inf planted;
   truth.json  {file: {name: {crc32, nan, inf, dtype, shape}}}: zlib.crc32 of t.contiguous() bytes,
             torch.isnan / torch.isinf counts.
   /usr/bin/python3 gen_stream.py OUT_DIR
@@ -38,10 +39,18 @@ sd = {"big": big, "big_t": big.t(), "tied": big, "slice": big.view(-1)[12345:123
       "h": torch.randn(70000, generator=g).half(), "d": torch.randn(50000, generator=g).double(),
       "i": torch.arange(90000, dtype=torch.int64)}
 sd["h"][5] = float("inf")
-files = {"many.pt": many, "big.pt": sd}
+# legacy (torch < 1.6) layout: storages one after another, unaligned, so a 1 MiB read boundary falls inside
+# an element of a storage that starts mid-chunk
+leg = {"a": torch.randn(100003, generator=g), "b": torch.randn(77777, generator=g).double(),
+       "c": torch.randn(150001, generator=g).half(), "e": torch.randn(333333, generator=g), "f": torch.randn(250007, generator=g).double()}
+for k, t in leg.items():
+    t.view(-1)[::1009] = float("nan")
+    t.view(-1)[3::2003] = float("inf")
+files = {"many.pt": many, "big.pt": sd, "legacy.pt": leg}
 res = {}
 for name, d in files.items():
-    torch.save(d, os.path.join(out, name))  # truth.json, written last, says the set is complete
+    # truth.json, written last, says the set is complete
+    torch.save(d, os.path.join(out, name), _use_new_zipfile_serialization=name != "legacy.pt")
     res[name] = truth(d)
 json.dump({"torch_version": torch.__version__, "files": res}, open(os.path.join(out, "truth.json.tmp"), "w"))
 os.replace(os.path.join(out, "truth.json.tmp"), os.path.join(out, "truth.json"))
