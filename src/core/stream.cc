@@ -307,8 +307,8 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
       of->direct_ok = of->direct >= 0;
       files.emplace(c.file, std::move(of));
     }
-    std::vector<uint8_t*> slot_mem(ring.slots);
-    for (unsigned s = 0; s < ring.slots; ++s) slot_mem[s] = sink.staging(s, ring.chunk + 2 * kPage);
+    sink.prepare(ring.slots);
+    std::vector<uint8_t*> slot_mem(ring.slots, nullptr);  // each asked for by its owner, when first needed
     for (size_t id = 0; id < storages_.size(); ++id) sink.allocate(id, storages_[id]->nbytes);
 
     // NaN / Inf of the tensors' elements inside piece `pc` (whose first byte is at `bytes`): every tensor,
@@ -342,7 +342,11 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     // `counted`: the contiguous tensors' elements were counted while reading (the strided ones are left).
     auto stage = [&](const ChunkPlan& c, unsigned slot, uint8_t* buf, bool& pinned, bool& counted) -> const uint8_t* {
       pinned = counted = false;
+      auto staged = [&] {
+        if (!buf) buf = slot_mem[slot] = sink.staging(slot, ring.chunk + 2 * kPage);
+      };
       if (!c.file) {
+        staged();
         std::memcpy(buf, c.data, c.len);
         by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
         return buf;
@@ -369,6 +373,7 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
           return c.data;
         }
       }
+      staged();
       const uint64_t a0 = align_down(c.offset, kPage), end = c.offset + c.len;
       uint8_t* data = buf + (c.offset - a0);
       // mincore faults nothing in and starts no readahead (a RWF_NOWAIT probe would start readahead that
@@ -515,14 +520,15 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
   try {
-    std::vector<uint8_t*> slot_mem(ring.slots);
-    for (unsigned s = 0; s < ring.slots; ++s) slot_mem[s] = sink.staging(s, ring.chunk + 2 * kPage);
+    sink.prepare(ring.slots);
+    std::vector<uint8_t*> slot_mem(ring.slots, nullptr);
     run_threads(ring.threads, stop, [&](unsigned j) {
       std::vector<unsigned> own;
       for (unsigned s = j; s < ring.slots; s += ring.threads) own.push_back(s);
       size_t r = 0;
       for (size_t ci = next++; ci < chunks.size() && !stop; ci = next++) {
         const unsigned slot = own[r++ % own.size()];
+        if (!slot_mem[slot]) slot_mem[slot] = sink.staging(slot, ring.chunk + 2 * kPage);
         uint8_t* buf = slot_mem[slot];
         const auto [first, count] = chunks[ci];
         for (size_t q = first; q < first + count; ++q) {
@@ -564,11 +570,15 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
 
 void CpuSink::Free::operator()(uint8_t* p) const { std::free(p); }
 
-uint8_t* CpuSink::staging(unsigned slot, uint64_t bytes) {
-  if (slots_.size() <= slot) {
-    slots_.resize(slot + 1);
-    slot_bytes_.resize(slot + 1, 0);
+void CpuSink::prepare(unsigned slots) {
+  if (slots_.size() < slots) {
+    slots_.resize(slots);
+    slot_bytes_.resize(slots, 0);
   }
+}
+
+uint8_t* CpuSink::staging(unsigned slot, uint64_t bytes) {
+  if (slot >= slots_.size()) throw std::logic_error("CpuSink: staging before prepare");
   if (slot_bytes_[slot] < bytes) {
     void* p = std::aligned_alloc(kPage, align_up(bytes, kPage));
     if (!p) throw std::bad_alloc();

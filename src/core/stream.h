@@ -68,8 +68,12 @@ struct StreamStats {
 class StreamSink {
  public:
   virtual ~StreamSink() = default;
-  // Staging memory of slot `slot` (called once per slot before streaming): `bytes` bytes, 4096-aligned
-  // (pinned host memory for a device).
+  // Before streaming, on the calling thread: the ring has `slots` slots (a device makes a stream and an
+  // event for each).
+  virtual void prepare(unsigned slots) { (void)slots; }
+  // Staging memory of slot `slot`: `bytes` bytes, 4096-aligned (pinned host memory for a device). Asked
+  // for by the thread that owns the slot, the first time it stages a chunk there (so a ring whose chunks
+  // are all pinned in place allocates none); the same memory on later calls.
   virtual uint8_t* staging(unsigned slot, uint64_t bytes) = 0;
   // The destination of storage `storage` (index into StreamLoad::storages()); called for every storage
   // before the first write, on the calling thread. Uninitialized: every byte is written once.
@@ -138,6 +142,7 @@ class StreamLoad {
 class CpuSink : public StreamSink {
  public:
   explicit CpuSink(bool in_place = false) : in_place_(in_place) {}
+  void prepare(unsigned slots) override;
   uint8_t* staging(unsigned slot, uint64_t bytes) override;
   void allocate(size_t storage, uint64_t nbytes) override;
   void write(unsigned slot, size_t storage, uint64_t offset, const uint8_t* src, uint64_t len) override;

@@ -53,10 +53,19 @@ class Sink final : public CudaSink {
   bool in_place() const override { return in_place_; }
   at::Tensor storage(size_t id) const override { return storages_.at(id); }
 
+  void prepare(unsigned slots) override {
+    c10::cuda::CUDAGuard g(device_);
+    if (slots_.size() < slots) slots_.resize(slots);
+    for (Slot& s : slots_) {
+      if (!s.stream) check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      if (!s.event) check(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming), "cudaEventCreate");
+    }
+  }
+
+  // Called by the slot's owning thread only: no lock.
   uint8_t* staging(unsigned slot, uint64_t bytes) override {
     c10::cuda::CUDAGuard g(device_);
-    if (slots_.size() <= slot) slots_.resize(slot + 1);
-    Slot& s = slots_[slot];
+    Slot& s = slots_.at(slot);
     if (s.bytes < bytes) {
       if (s.host) check(cudaFreeHost(s.host), "cudaFreeHost");
       s.host = nullptr;
@@ -66,8 +75,6 @@ class Sink final : public CudaSink {
       s.host = static_cast<uint8_t*>(p);
       s.bytes = bytes;
     }
-    if (!s.stream) check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    if (!s.event) check(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming), "cudaEventCreate");
     return s.host;
   }
 
