@@ -16,6 +16,7 @@
 
 #include "core/mapped_file.h"
 #include "core/reader.h"
+#include "core/render_report.h"
 #include "core/storage.h"
 #include "core/stream.h"
 #include "fixtures.h"
@@ -319,4 +320,34 @@ TEST_CASE("stream: tensors that are not materialized are left out, not counted")
   CHECK(v[0].nan == 0);
   CHECK(v[0].inf == 0);
   CHECK_FALSE(load.readback_crc(sink, StreamOptions{})[0].has_value());
+}
+
+TEST_CASE("stream: the load report says how the bytes came, in text and JSON") {
+  LoadReport r;
+  r.file = "m.pt";
+  r.device = "cuda:0";
+  StreamStats st;
+  st.bytes[size_t(ReadPath::Cached)] = 3000;
+  st.bytes[size_t(ReadPath::Direct)] = 96;
+  st.threads = 16;
+  st.slots = 16;
+  st.chunk_bytes = 16 << 20;
+  st.chunks = 190;
+  st.readback_bytes = 3096;
+  r.stream = st;
+  r.staging = "pinned";
+  r.device_crc = true;
+  const std::string text = render_load_text(r, false);
+  CHECK(text.find(
+            "stream     16 thread(s), ring 268 MB (16 x 16.8 MB, pinned), 190 chunks; read: 3.0 kB page-cache, 96 B direct\n") !=
+        std::string::npos);
+  CHECK(text.find("checksums  CRC-32s of 3.1 kB read back from cuda:0") != std::string::npos);
+  const json j = json::parse(load_json_text(r));
+  CHECK(j["stream"]["read"]["direct"] == 96);
+  CHECK(j["stream"]["read"]["page-cache"] == 3000);
+  CHECK(j["stream"]["ring_bytes"] == 16ull * (16 << 20));
+  CHECK(j["stream"]["checksums"] == "device");
+  r.stream.reset();
+  CHECK(json::parse(load_json_text(r))["stream"].is_null());
+  CHECK(render_load_text(r, false).find("stream ") == std::string::npos);
 }
