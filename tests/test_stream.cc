@@ -5,6 +5,7 @@
 // truncated under the load and sinks that fail, each stopping cleanly.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -94,10 +95,22 @@ size_t stream_and_check(const Checkpoint& ck, const json& truth, const StreamOpt
 fs::path stream_fixtures() {
   static std::once_flag once;
   static fs::path dir = fs::path(CKPT_TEST_WORKDIR) / "stream";
+  // ctest runs each test case as its own process, several at once: one writes the fixtures (under a lock,
+  // into a fresh directory renamed into place), the others wait; none rewrites a file another has mapped.
   std::call_once(once, [] {
-    if (fs::exists(dir / "truth.json") && fs::exists(dir / "legacy.pt")) return;
-    const std::string cmd = "/usr/bin/python3 " + std::string(CKPT_TEST_SOURCE_DIR) + "/stream/gen_stream.py " + dir.string();
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    fs::create_directories(dir.parent_path());
+    const int lock = ::open((dir.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    REQUIRE(lock >= 0);
+    REQUIRE(::flock(lock, LOCK_EX) == 0);
+    if (!(fs::exists(dir / "truth.json") && fs::exists(dir / "legacy.pt"))) {
+      const fs::path tmp = dir.string() + ".tmp" + std::to_string(::getpid());
+      fs::remove_all(tmp);
+      const std::string cmd = "/usr/bin/python3 " + std::string(CKPT_TEST_SOURCE_DIR) + "/stream/gen_stream.py " + tmp.string();
+      REQUIRE(std::system(cmd.c_str()) == 0);
+      fs::remove_all(dir);  // an older, incomplete set
+      fs::rename(tmp, dir);
+    }
+    ::close(lock);  // releases the lock
   });
   return dir;
 }
