@@ -10,16 +10,15 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "core/mapped_file.h"
+#include "core/threads.h"
 
 namespace ckpt {
 
@@ -73,7 +72,6 @@ struct ChunkPlan {
 struct OpenFile {
   int fd = -1, direct = -1;
   std::atomic<bool> direct_ok{false};  // cleared when the filesystem refuses O_DIRECT reads
-  uint64_t size = 0;
   ~OpenFile() {
     if (fd >= 0) ::close(fd);
     if (direct >= 0) ::close(direct);
@@ -113,7 +111,7 @@ uint64_t cut_before(uint64_t f, uint64_t limit) {
 }  // namespace
 
 StreamLoad::StreamLoad(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors)
-    : ck_(ck), tensors_(tensors), tensor_storage_(tensors.size(), SIZE_MAX), plan_(std::make_unique<Plan>()) {
+    : tensors_(tensors), tensor_storage_(tensors.size(), SIZE_MAX), plan_(std::make_unique<Plan>()) {
   Plan& p = *plan_;
   std::map<const Storage*, size_t> ids;
   std::set<const MappedFile*> advised;
@@ -129,14 +127,14 @@ StreamLoad::StreamLoad(const Checkpoint& ck, const StorageIndex& index, const st
     p.hi[k] = p.lo[k] + extent;
     auto [it, fresh] = ids.emplace(s, storages_.size());
     if (fresh) {
-      if (const MappedFile* f = s->source ? s->source : ck.file.get(); f && advised.insert(f).second) f->advise_random();
+      const MappedFile* file = s->source ? s->source : ck.file.get();
+      if (file && advised.insert(file).second) file->advise_random();  // before index.bytes reads a zip header
       storages_.push_back(s);
       p.tensors_of.emplace_back();
       const ByteView b = index.bytes(*s);
       Source src;
       src.data = b.data();
       src.member = std::string(s->member);
-      const MappedFile* file = s->source ? s->source : ck.file.get();
       if (!StorageIndex::assembled(*s) && file && file->mapped()) {
         src.file = file;
         src.offset = static_cast<uint64_t>(b.data() - file->view().data());
@@ -236,34 +234,6 @@ Ring size_ring(const StreamOptions& o) {
   return r;
 }
 
-// Runs work(thread index) on `threads` threads (the calling one is thread 0), keeps the first exception,
-// tells the others to stop through `stop`, joins them all, and rethrows.
-template <typename Work>
-void run_threads(unsigned threads, std::atomic<bool>& stop, Work&& work) {
-  std::exception_ptr error;
-  std::mutex lock;
-  auto guarded = [&](unsigned j) {
-    try {
-      work(j);
-    } catch (...) {
-      std::lock_guard<std::mutex> g(lock);
-      if (!error) error = std::current_exception();
-      stop = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  try {
-    for (unsigned j = 1; j < threads; ++j) pool.emplace_back(guarded, j);
-  } catch (...) {  // no thread could be started: the ones running stop, then the error goes up
-    stop = true;
-    for (std::thread& t : pool) t.join();
-    throw;
-  }
-  guarded(0);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
-
 // pread until `len` bytes or the end of the file; returns the bytes read, -1 with errno on failure.
 int64_t read_full(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
   uint64_t got = 0;
@@ -299,9 +269,6 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
       auto of = std::make_unique<OpenFile>();
       of->fd = c.file->reopen(false);
       if (of->fd < 0) throw_errno(c.file->path(), "", 0, "cannot open again for reading");
-      struct stat st {};
-      if (::fstat(of->fd, &st) != 0) throw_errno(c.file->path(), "", 0, "cannot stat");
-      of->size = static_cast<uint64_t>(st.st_size);
       ::posix_fadvise(of->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
       if (o.direct) of->direct = c.file->reopen(true);  // -1: the filesystem refuses O_DIRECT (tmpfs)
       of->direct_ok = of->direct >= 0;

@@ -129,7 +129,6 @@ class StreamLoad {
   struct Plan;
 
  private:
-  const Checkpoint& ck_;
   std::vector<const Tensor*> tensors_;
   std::vector<const Storage*> storages_;
   std::vector<size_t> tensor_storage_;

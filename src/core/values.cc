@@ -7,10 +7,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <exception>
-#include <mutex>
 #include <string_view>
-#include <thread>
+
+#include "core/threads.h"
 
 namespace ckpt {
 
@@ -110,36 +109,24 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
   for (size_t k : order) total += tensors[k]->bytes;
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
-  std::exception_ptr error;
-  std::mutex error_lock;
-  auto work = [&](bool report) {
-    try {
-      for (size_t i = next++; i < order.size(); i = next++) {
-        const Tensor& t = *tensors[order[i]];
-        const Storage* s = index.find(t.storage);
-        if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
-        checked_extent(ck, t, *s);
-        const ByteView b = index.bytes(*s);
-        const MappedFile& file = s->source ? *s->source : *ck.file;
-        file.prefetch(b.data(), b.size());
-        TensorCheck& c = out[order[i]];
-        c.stats = tensor_nonfinite(t, b.data());
-        if (crc) c.crc32 = tensor_crc32(t, b.data());
-        if (!StorageIndex::assembled(*s)) file.release(b.data(), b.size());  // checked: back to the page cache
-        done += t.bytes;
-        if (report && progress) progress(done, total);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> g(error_lock);
-      if (!error) error = std::current_exception();
-      next = order.size();
+  std::atomic<bool> stop{false};
+  run_threads(std::max(1u, threads), stop, [&](unsigned j) {
+    for (size_t i = next++; i < order.size() && !stop; i = next++) {
+      const Tensor& t = *tensors[order[i]];
+      const Storage* s = index.find(t.storage);
+      if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
+      checked_extent(ck, t, *s);
+      const ByteView b = index.bytes(*s);
+      const MappedFile& file = s->source ? *s->source : *ck.file;
+      file.prefetch(b.data(), b.size());
+      TensorCheck& c = out[order[i]];
+      c.stats = tensor_nonfinite(t, b.data());
+      if (crc) c.crc32 = tensor_crc32(t, b.data());
+      if (!StorageIndex::assembled(*s)) file.release(b.data(), b.size());  // checked: back to the page cache
+      done += t.bytes;
+      if (j == 0 && progress) progress(done, total);
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned k = 1; k < std::max(1u, threads); ++k) pool.emplace_back(work, false);
-  work(true);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  });
   return out;
 }
 
