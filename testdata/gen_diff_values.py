@@ -30,14 +30,12 @@ import sys
 
 import torch
 
+from genlib import dtype_name  # testdata/genlib.py, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOLERANCES = [[0.0, 0.0], [1e-2, 0.0], [1e-3, 1e-2], [0.0, 0.5]]
 NUMERIC = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.bool,
            torch.int16, torch.int32, torch.int64}
-
-
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
 
 
 def tensors():

@@ -36,16 +36,13 @@ import torch.nn as nn
 
 warnings.filterwarnings("ignore")  # lazy-module, ComplexHalf "experimental" and TypedStorage chatter
 
-# The torch version picks the fixture set: 1.13 writes testdata/t113, 2.x the torch 2 set, into
-# t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214).
-TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
-T2 = TORCH_MM[0] >= 2
-SET = "t%d%d" % TORCH_MM
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)   # fx2_dcp imports gen_formats
+sys.path.insert(0, HERE)   # genlib (also when imported by another generator); fx2_dcp imports gen_formats
+# The torch version picks the fixture set (genlib's T2, SET): 1.13 writes testdata/t113, 2.x the torch 2
+# set, into t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214).
+from genlib import SET, T2, dtype_name, is_uninit, storage_bytes  # noqa: E402
 BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
                 "inv_freq", "masked_bias", "_float_tensor", "causal_mask", "attention_mask")
-UNINIT = nn.parameter.UninitializedTensorMixin
 SUB_BYTE_BITS = {torch.quint4x2: 4, torch.quint2x4: 2}
 MAX_FIXTURE = 100 * 1024
 
@@ -129,29 +126,9 @@ class LitModel(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
-# Facts about a loaded object
+# Facts about a loaded object (dtype_name, is_uninit and storage_bytes are genlib's; gen_formats.py
+# uses gf.dtype_name)
 # ---------------------------------------------------------------------------------------------
-
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
-
-
-def is_uninit(t):
-    return isinstance(t, UNINIT)
-
-
-def untyped(t):
-    """The untyped storage behind t (torch 1.13 reaches it through the typed one)."""
-    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
-
-
-def storage_bytes(t):
-    """All bytes of the storage behind t."""
-    st = untyped(t)
-    u = torch.empty(0, dtype=torch.uint8)
-    u.set_(st, 0, (st.nbytes(),), (1,))
-    return u.numpy().tobytes()
-
 
 def tensor_nbytes(t):
     """numel * element_size, except sub-byte quantized dtypes (element_size says 1)."""

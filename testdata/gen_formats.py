@@ -9,14 +9,14 @@ following the reference implementation (huggingface/safetensors, safetensors/src
 `prepare` / `Metadata::validate`), plus hostile variants, sharded checkpoints and diff pairs.
 
 Stage 2 (optional, needs root and a Debian 13 chroot with torch 2.6 and python3-safetensors at
-/work/chroot-trixie, or --chroot PATH): this script is copied into the chroot and run there with
-`--stage trixie`. It proves the hand-written files match the reference library (safetensors
-deserialize / load_file read every valid one to the same bytes and tensors, and re-serialising
-them gives the same bytes), records what the reference library says about each hostile file,
-and writes the files torch 1.13 cannot: real_st.safetensors (written by safetensors.torch.save_file),
-dtypes2.safetensors (float8 / uint16-64), dcp/ and dcp_2rank/ (torch 2.6 DCP; torch 1.13's
-prototype cannot even be imported on Python 3.11). Without the chroot, those files are left as
-they are (they are committed) and the run says so.
+/work/chroot-trixie, or --chroot PATH): this script is copied into the chroot (with gen_fixtures.py
+and genlib.py, which it imports) and run there with `--stage trixie`. It proves the hand-written
+files match the reference library (safetensors deserialize / load_file read every valid one to the
+same bytes and tensors, and re-serialising them gives the same bytes), records what the reference
+library says about each hostile file, and writes the files torch 1.13 cannot: real_st.safetensors
+(written by safetensors.torch.save_file), dtypes2.safetensors (float8 / uint16-64), dcp/ and
+dcp_2rank/ (torch 2.6 DCP; torch 1.13's prototype cannot even be imported on Python 3.11). Without
+the chroot, those files are left as they are (they are committed) and the run says so.
 
 Every valid fixture gets an expected json in the shape of testdata/EXPECTED.md (extra fields:
 testdata/formats/README.md); numbers come from PyTorch (numel, element_size,
@@ -1094,7 +1094,7 @@ def run_chroot(root, out, manifest):
     work = os.path.join(root, "tmp/ckpt_gen_formats")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "in"))
-    for f in ("gen_formats.py", "gen_fixtures.py"):
+    for f in ("gen_formats.py", "gen_fixtures.py", "genlib.py"):
         shutil.copy(os.path.join(HERE, f), work)
     for rel in manifest["valid"] + manifest["hostile"]:
         dst = os.path.join(work, "in", rel)

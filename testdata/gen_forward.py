@@ -104,7 +104,6 @@ import inspect
 import json
 import math
 import os
-import re
 import sys
 import warnings
 from typing import Dict, Tuple
@@ -115,10 +114,11 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from genlib import SET, T2, UNINIT, one_line_lists  # testdata/genlib.py, beside this script
+
 warnings.filterwarnings("ignore")  # lazy-module / nested-tensor chatter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-UNINIT = nn.parameter.UninitializedTensorMixin
 MAX_FILE = 200 * 1024
 MAX_TOTAL = 1024 * 1024
 
@@ -860,13 +860,10 @@ def op_flops_named(name):
 
 # ---------------------------------------------------------------------------------------------
 
-# The torch version picks the cases: 1.13 writes testdata/forward, 2.x the forward/ folder of its
-# fixture set, t<major><minor> (2.6: testdata/t26/forward, 2.14: testdata/t214/forward).
-TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
-T2 = TORCH_MM[0] >= 2
-
+# The torch version picks the cases (genlib's T2, SET): 1.13 writes testdata/forward, 2.x the forward/
+# folder of its fixture set, t<major><minor> (2.6: testdata/t26/forward, 2.14: testdata/t214/forward).
 if T2:
-    OUTDIR = os.path.join(HERE, "t%d%d" % TORCH_MM, "forward")
+    OUTDIR = os.path.join(HERE, SET, "forward")
     ORDER = ["sdpa", "mha"]
 else:
     OUTDIR = os.path.join(HERE, "forward")
@@ -897,10 +894,7 @@ def main():
     doc["generator"] = "testdata/gen_forward.py"
     doc["torch"] = torch.__version__
     doc["cases"] = cases
-    text = json.dumps(doc, indent=1, sort_keys=False)
-    # lists of numbers / strings (shapes, path lists) on one line each
-    text = re.sub(r"\[\s*((?:-?\d+|\"[^\"\n]*\")(?:,\s*(?:-?\d+|\"[^\"\n]*\"))*)\s*\]",
-                  lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+    text = one_line_lists(json.dumps(doc, indent=1, sort_keys=False))   # shapes, path lists
     assert json.loads(text) == json.loads(json.dumps(doc))
     jp = out.path("expected.json")
     with open(jp, "w") as f:

@@ -73,15 +73,12 @@ sys.path.insert(0, HERE)
 import gen_fixtures as gf  # noqa: E402
 # t113/whole_module.pt pickles its classes as __main__.<Class>: make them resolvable here.
 from gen_fixtures import ConvBlock, FrozenNet, LazyNet, LitModel, SmallNet, TinyLM  # noqa: E402,F401
+# The torch version picks what is written (genlib's T2, SET): 1.13 testdata/load, 2.x load_expected.json
+# in the fixture set gen_fixtures.py wrote under it (t<major><minor>: testdata/t26, testdata/t214).
+from genlib import SET, T2, dtype_name, is_uninit, one_line_lists, storage_bytes, untyped  # noqa: E402
 
 warnings.filterwarnings("ignore")  # ComplexHalf / lazy-module / DataParallel / TypedStorage / DCP chatter
 
-# The torch version picks what is written: 1.13 testdata/load, 2.x load_expected.json in the fixture
-# set gen_fixtures.py wrote under it (t<major><minor>: testdata/t26, testdata/t214).
-TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
-T2 = TORCH_MM[0] >= 2
-SET = "t%d%d" % TORCH_MM
-UNINIT = nn.parameter.UninitializedTensorMixin
 MAX_FIXTURE = 50 * 1024
 
 # Dtypes Debian's LibTorch 1.13 lacks (ScalarType added later); reported when they occur (torch 2.x).
@@ -127,15 +124,11 @@ def seeded_net(seed):
 
 
 # ---------------------------------------------------------------------------------------------
-# Values of one tensor
+# Values of one tensor (dtype_name, is_uninit, untyped and storage_bytes are genlib's)
 # ---------------------------------------------------------------------------------------------
 
-def dtype_name(dt):
-    return str(dt).replace("torch.", "")
-
-
 def not_materialized_reason(t):
-    if isinstance(t, UNINIT):
+    if is_uninit(t):
         return "uninitialized"
     if t.device.type == "meta":
         return "meta"
@@ -153,19 +146,6 @@ def not_materialized_reason(t):
     if dtype_name(t.dtype) in BITS:
         return "dtype"
     return None
-
-
-def untyped(t):
-    """The untyped storage behind t (torch 1.13 reaches it through the typed one)."""
-    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
-
-
-def storage_bytes(t):
-    """All bytes of the storage behind t."""
-    st = untyped(t)
-    u = torch.empty(0, dtype=torch.uint8)
-    u.set_(st, 0, (st.nbytes(),), (1,))
-    return u.numpy().tobytes()
 
 
 def raw_bytes(t):
@@ -717,8 +697,6 @@ def file_state_dict(path):
 # ---------------------------------------------------------------------------------------------
 
 # What the json's fields mean, as written into it; torch 2.x covers more dtypes.
-MAX_FIXTURE = 50 * 1024
-
 CRC_DOC = ("zlib.crc32 of the tensor's elements in row-major order as raw little-endian bytes "
            "(t.contiguous()), bf16/f16 as their 2-byte patterns, bool as 1 byte, complex as (re, im)")
 NAN_INF_DOC = ("nan = int(torch.isnan(t).sum()), inf = int(torch.isinf(t).sum()) (+Inf and -Inf) for "
@@ -766,10 +744,7 @@ NEW_DOC = ("dtypes_new_in_torch2: the dtypes occurring in these loads that Debia
 
 
 def write_json(path, doc):
-    text = json.dumps(doc, indent=1)
-    # lists of numbers / strings (shapes, key lists) on one line each
-    text = re.sub(r"\[\s*((?:-?\d+|\"[^\"\n]*\")(?:,\s*(?:-?\d+|\"[^\"\n]*\"))*)\s*\]",
-                  lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text)
+    text = one_line_lists(json.dumps(doc, indent=1))   # shapes, key lists
     # and each tensor's {"dtype", "shape", "crc32", "nan", "inf"} on one line
     text = re.sub(r'\{\n\s*("dtype": [^{}\n]*(?:\n\s*"[a-z0-9_]+": [^{}\n]*)*)\n\s*\}',
                   lambda m: "{" + re.sub(r",\n\s*", ", ", m.group(1)) + "}", text)
