@@ -2,7 +2,8 @@
 # One command from a fresh Debian 12 checkout: install dependencies, build, run the whole test suite.
 #   scripts/test.sh               release build in build/, every test (ctest arguments may follow)
 #   scripts/test.sh --sanitize    the same suite built with AddressSanitizer + UBSan in build-asan/
-#                                 (the >4 GiB zip64 test is left out there: it is the same code path;
+#                                 (the >4 GiB zip64 test and the tests labelled slow, such as the
+#                                 README-order test, are left out there: they are the same code paths;
 #                                 ckpt-torch is not built there: LibTorch is not instrumented)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   cmake -S . -B build-asan -DCKPT_BUILD_TESTS=ON -DCKPT_SANITIZE=ON -DCKPT_WITH_TORCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-asan -j"$(nproc)"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" -E zip64_large_file "$@"
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" -E zip64_large_file -LE slow "$@"
 else
   # LibTorch is installed (deps.sh): ask for ckpt-torch whatever build/ holds, so a build/ that
   # scripts/example.sh configured without LibTorch still gets the load and forward tests.

@@ -1000,17 +1000,47 @@ def fx_zip_name_mismatch(w):
     except Exception:
         torch_ok = False
     assert torch_ok and py_zip == "BadZipFile", (torch_ok, py_zip)
-    record_hostile(w, "zip_name_mismatch.pt", [("dangerous-global", ["data.pkl"])],
+    record_hostile(w, "zip_name_mismatch.pt", [("zip-name-mismatch", ["data.pkl"])],
                        "clean.pt with the LOCAL header name of clean/data.pkl changed to clean/data.pkx "
                        "(same length); the central directory still says clean/data.pkl. Content is "
-                       "clean, nothing executes; the mismatch itself is the finding (FORMATS.md bypass "
-                       "trick, classed dangerous-global by issue 6). Python's zipfile refuses the entry "
-                       "(python_zipfile), torch's reader goes by the central directory (torch_loads).",
+                       "clean, nothing executes; the mismatch itself is the finding, a warning (FORMATS.md "
+                       "bypass trick; issue 27: torch loads the file, so it is no dangerous global). "
+                       "Python's zipfile refuses the entry (python_zipfile), torch's reader goes by the "
+                       "central directory (torch_loads).",
                        False)
     w.expected["zip_name_mismatch.pt"]["python_zipfile"] = py_zip
     w.expected["zip_name_mismatch.pt"]["torch_loads"] = torch_ok
     w.expected["zip_name_mismatch.pt"]["local_name"] = fake.decode()
     w.expected["zip_name_mismatch.pt"]["central_name"] = name.decode()
+
+
+def fx_device_saved(w):
+    """torch.save(model.cuda().state_dict()) without a GPU: torch.save writes the location that
+    torch.serialization.location_tag gives each storage; it is made to say "cuda:0", as on a GPU
+    machine. The truth is torch.load's own: without map_location it refuses on this CPU-only machine,
+    with map_location="cpu" it returns the state dict."""
+    sd = small_state_dict()
+    real = torch.serialization.location_tag
+    torch.serialization.location_tag = lambda storage: "cuda:0"
+    try:
+        torch.save(sd, w.path("cuda_saved.pt"))
+    finally:
+        torch.serialization.location_tag = real
+    assert not torch.cuda.is_available()
+    try:
+        torch.load(w.path("cuda_saved.pt"))
+        error = None
+    except RuntimeError as e:
+        error = str(e).splitlines()[0]
+    assert error and "Attempting to deserialize object on a CUDA device" in error, error
+    loaded = torch.load(w.path("cuda_saved.pt"), map_location="cpu")
+    ok = list(loaded) == list(sd) and all(torch.equal(loaded[k], v) for k, v in sd.items())
+    assert ok
+    w.record("cuda_saved.pt", [("device-storages", ["fc.weight", "cuda:0"])],
+             "small_state_dict() saved with every storage located on cuda:0 (as torch.save writes it from a "
+             "GPU): torch.load without map_location fails on a machine without CUDA (torch_load_error), "
+             "with map_location='cpu' it loads (torch_loads).",
+             keys=list(sd.keys()), torch_load_error=error, torch_loads=ok)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1039,6 +1069,7 @@ def main():
     fx_evil_pickles(w)
     fx_hand_written(w)
     fx_zip_name_mismatch(w)
+    fx_device_saved(w)
     with open(os.path.join(args.outdir, "expected.json"), "w") as f:
         json.dump(w.expected, f, indent=1)
         f.write("\n")

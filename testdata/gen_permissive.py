@@ -52,15 +52,6 @@ DELIBERATE = {
 UNINITIALIZED = {"legacy_keys_missing.pt"}
 # ckpt cannot read these yet because its pickle VM (src/core/pickle.cc) needs a change; each names it.
 PENDING = {
-    "zip_local_name_differs_pkl.pt": "not a pickle VM change: testdata/bad/name_mismatch.pt (gen_bad.py, the security side's) "
-                                 "specifies this refusal; reading it needs that expectation changed first",
-    "legacy_magic_hex_long.pt": "LONG text is parsed as Python's int(text, 0) (0x / 0o / 0b prefixes, '_' between digits, surrounding spaces)",
-    "legacy_magic_hex_int.pt": "INT text past a C long is parsed as Python's int(text, 0)",
-    "legacy_magic_octal_long.pt": "LONG text is parsed as Python's int(text, 0)",
-    "legacy_magic_binary_int.pt": "INT text past a C long is parsed as Python's int(text, 0)",
-    "legacy_magic_underscores_int.pt": "INT text past a C long is parsed as Python's int(text, 0)",
-    "legacy_magic_spaces_int.pt": "INT text past a C long is parsed as Python's int(text, 0)",
-    "legacy_version_int_spaces.pt": "INT text that strtol stops short of the newline is parsed as Python's int(text, 0)",
     "self_dict_many.pt": "a container that receives itself many times must not count each insertion as one more level of nesting",
 }
 

@@ -80,9 +80,22 @@ TEST_CASE("check: the verdict is the allowlist's, whatever the opcode") {
     CHECK(judge_global(ref("mypackage", "Thing", kUseCalled, op)).cls == GlobalClass::Dangerous);
   }
   CHECK(judge_global(ref("mypackage", "Thing", kUseBuilt, "BUILD")).cls == GlobalClass::Dangerous);
-  // Only named: unknown, even when a denylist knows it (nothing calls it).
-  CHECK(judge_global(ref("posix", "system")).cls == GlobalClass::Unknown);
+  // Only named: unknown, unless the denylist knows it: the loader hands os.system itself to its caller.
+  CHECK(judge_global(ref("posix", "system")).cls == GlobalClass::Dangerous);
+  CHECK(judge_global(ref("posix", "system")).named_only);
+  CHECK(judge_global(ref("posix", "system")).how == "handed to the loading code uncalled");
+  CHECK(judge_global(ref("builtins", "eval")).cls == GlobalClass::Dangerous);
   CHECK(judge_global(ref("mypackage", "Thing")).cls == GlobalClass::Unknown);
+  CHECK_FALSE(judge_global(ref("mypackage", "Thing")).named_only);
+  CHECK_FALSE(judge_global(ref("posix", "system", kUseCalled)).named_only);
+  // Pure builtins and Python 2's names for builtins are allowed; posix.getpid is no file operation.
+  for (const char* b : {"len", "abs", "min", "max", "sum", "round", "range", "slice"}) {
+    CAPTURE(b);
+    CHECK(judge_global(ref("builtins", b, kUseCalled)).cls == GlobalClass::Safe);
+  }
+  CHECK(std::string(judge_global(ref("posix", "getpid", kUseCalled)).category).find("deletes files") == std::string::npos);
+  CHECK(std::string(judge_global(ref("posix", "getpid", kUseCalled)).category) ==
+        "reaches the operating system (files, processes, the environment)");
   // Allowed and called: safe; allowed and changed in place: dangerous.
   CHECK(judge_global(ref("collections", "OrderedDict", kUseCalled)).cls == GlobalClass::Safe);
   CHECK(judge_global(ref("collections", "OrderedDict", kUseBuilt, "BUILD")).cls == GlobalClass::Safe);
@@ -92,7 +105,7 @@ TEST_CASE("check: the verdict is the allowlist's, whatever the opcode") {
   f.passed_to.push_back({"torch._tensor._rebuild_from_type_v2", 0});
   CHECK(judge_global(f).cls == GlobalClass::Dangerous);
   CHECK(judge_global(f).how.find("_rebuild_from_type_v2") != std::string::npos);
-  GlobalRef g = ref("posix", "system");
+  GlobalRef g = ref("mypackage", "Thing");
   g.passed_to.push_back({"torch._tensor._rebuild_from_type_v2", 2});  // the args tuple: not called
   CHECK(judge_global(g).cls == GlobalClass::Unknown);
   // The denylist only sharpens the message.

@@ -99,7 +99,18 @@ TEST_CASE("hostile: errors name file, member and offset") {
 }
 
 TEST_CASE("hostile: not a checkpoint") {
+  // Text whose first opcode Python would stop at: recognized before any opcode runs.
   CHECK(try_read("hello world, this is text", "notes.txt") ==
-        "notes.txt: +0x0: not a PyTorch checkpoint (first byte 0x68 starts no known format)");
+        "notes.txt: is text, not a PyTorch checkpoint (it begins 'hello world, this is text')");
+  CHECK(try_read("import torch, torch.nn as nn\nx = 1\n", "model.py") ==
+        "model.py: is text, not a PyTorch checkpoint (it begins 'import torch, torch.nn as nn')");
+  CHECK(try_read("class Net:\n    pass\n", "net.py") == "net.py: is text, not a PyTorch checkpoint (it begins 'class Net:')");
+  CHECK(try_read("# notes\n", "notes.md") == "notes.md: is text, not a PyTorch checkpoint (it begins '# notes')");
+  // A binary file that starts no format, and a printable file that could be a protocol-0 pickle.
+  CHECK(try_read(std::string("\x01\x02\x03", 3), "blob.bin") ==
+        "blob.bin: +0x0: not a PyTorch checkpoint (first byte 0x01 starts no known format)");
+  CHECK(try_read("Model notes\n", "m.txt").find("is text") == std::string::npos);  // 'M': BININT2, read on
+  CHECK_FALSE(looks_like_text(MappedFile::from_memory("cposix\nsystem\n(S'x'\ntR.", "p.pkl")->view()));
+  CHECK(looks_like_text(MappedFile::from_memory("iposix\nsystem\n", "p.txt")->view()));  // INST without a MARK
   CHECK(try_read("", "empty.pt") == "empty.pt: file is empty");
 }

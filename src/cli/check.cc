@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -71,10 +72,17 @@ void setup_check(CLI::App& app, CheckOptions& o) {
   add_limit_option(sub, o);
 }
 
+// --fail-on LEVEL (CLI11 checked the name): the lowest severity that fails; nullopt for never.
+static std::optional<Severity> fail_on_severity(const std::string& level) {
+  for (const Severity s : {Severity::Info, Severity::Warning, Severity::Error})
+    if (level == to_string(s)) return s;
+  return std::nullopt;
+}
+
 int run_check(const CheckOptions& o) {
-  if (o.json && !o.format.empty() && o.format != "json")
+  if (o.json && !o.format.empty() && format_named(o.format) != OutputFormat::Json)
     throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
-  const std::string format = o.json ? "json" : o.format.empty() ? "text" : o.format;
+  const OutputFormat format = output_format(o.format, o.json);
   const auto only = split_ids(o.only), skip = split_ids(o.skip);
   for (const auto& id : only) {
     const auto& cat = rule_catalogue();
@@ -89,7 +97,9 @@ int run_check(const CheckOptions& o) {
 
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
-  const int threshold = o.fail_on == "never" ? 99 : o.fail_on == "info" ? 0 : o.fail_on == "warning" ? 1 : 2;
+  const std::optional<Severity> fail_at = fail_on_severity(o.fail_on);  // nullopt: never
+  const int threshold = fail_at ? rank(*fail_at) : 99;
+  const bool never = !fail_at;
   std::vector<CheckReport> reports(in.items.size());  // SARIF: one log of them all, written at the end
   RunPlan plan;
   plan.jobs = resolve_jobs(o.inputs.jobs, in.items.size());
@@ -114,6 +124,7 @@ int run_check(const CheckOptions& o) {
     rep.file = item.name;
     rep.format = result.format;
     rep.fail_on = o.fail_on;
+    rep.never = never;
     rep.read_error = result.read_error;
     rep.scanned = result.scanned;
     for (Finding& f : result.findings) {
@@ -128,34 +139,31 @@ int run_check(const CheckOptions& o) {
       rep.failed |= rank(f.severity) >= threshold;
     }
 
-    if (format == "json") {
+    if (format == OutputFormat::Json) {
       const std::string doc = check_json_text(rep);
       const std::string text = in.several ? json_line(doc) : doc;
       std::fwrite(text.data(), 1, text.size(), out);
-    } else if (format == "text") {
+    } else if (format == OutputFormat::Text) {
       const std::string text = render_check_text(rep, use_color(STDOUT_FILENO));
       std::fwrite(text.data(), 1, text.size(), out);
     }
     if (!rep.read_error.empty()) {
-      std::fflush(out);
+      flush_output(out);
       fmt::print(err, "ckpt: error: {}\n", visible(rep.read_error));  // rendered escaped already; visible twice is a no-op
     }
     // Findings that reach --fail-on outrank a partial read (what was read is already bad); a file not
     // (fully) scanned is exit 3 at every level but never, which reports and exits 0.
-    if (environment && o.fail_on != "never") return static_cast<int>(kExitEnvironment);
+    if (environment && !never) return static_cast<int>(kExitEnvironment);
     if (rep.failed) return static_cast<int>(kExitFindings);
-    return rep.read_error.empty() || o.fail_on == "never" ? static_cast<int>(kExitOk) : static_cast<int>(kExitBadInput);
+    return rep.read_error.empty() || never ? static_cast<int>(kExitOk) : static_cast<int>(kExitBadInput);
   });
-  if (format == "sarif") {
+  if (format == OutputFormat::Sarif) {
     const std::string out = in.several ? check_sarif_text(reports, CKPT_VERSION, CKPT_HOMEPAGE_URL)
                                        : check_sarif_text(reports.front(), CKPT_VERSION, CKPT_HOMEPAGE_URL);
     std::fwrite(out.data(), 1, out.size(), stdout);
-  } else if (format == "text" && in.several) {
-    size_t by[4] = {0, 0, 0, 0};  // pass, fail, incomplete, unscanned
-    for (const CheckReport& r : reports) {
-      const std::string st = r.status();
-      ++by[st == "pass" ? 0 : st == "fail" ? 1 : st == "incomplete" ? 2 : 3];
-    }
+  } else if (format == OutputFormat::Text && in.several) {
+    size_t by[4] = {0, 0, 0, 0};  // pass, fail, incomplete, unscanned: CheckStatus's order
+    for (const CheckReport& r : reports) ++by[static_cast<size_t>(r.status())];
     fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(), by[0],
                by[1], by[2], by[3], o.fail_on, rc);
   }

@@ -44,8 +44,19 @@ void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::st
   sub->add_flag("--json", o.json, "Same as --format json; with --format text, a usage error");
 }
 
+OutputFormat format_named(const std::string& format) {
+  static const std::pair<const char*, OutputFormat> kNames[] = {
+      {"json", OutputFormat::Json}, {"markdown", OutputFormat::Markdown}, {"sarif", OutputFormat::Sarif}};
+  for (const auto& [name, f] : kNames)
+    if (format == name) return f;
+  return OutputFormat::Text;  // "text", or not given
+}
+
+OutputFormat output_format(const std::string& format, bool json) { return json ? OutputFormat::Json : format_named(format); }
+
 void validate_text_or_json(const TextOrJsonOptions& o) {
-  if (o.json && o.format == "text") throw UsageError("--json conflicts with --format text (--json is --format json)");
+  if (o.json && !o.format.empty() && format_named(o.format) == OutputFormat::Text)
+    throw UsageError("--json conflicts with --format text (--json is --format json)");
 }
 
 void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs) {

@@ -21,12 +21,19 @@ struct LimitOptions {
 };
 void add_limit_option(CLI::App* sub, LimitOptions& o);
 
+// What --format (checked by CLI11 against the command's list) and --json ask for, decided once.
+enum class OutputFormat : uint8_t { Text, Json, Markdown, Sarif };
+// A --format value by name ("" = not given: text).
+OutputFormat format_named(const std::string& format);
+// What is asked for: JSON with --json (a conflicting --format was refused before), else --format.
+OutputFormat output_format(const std::string& format, bool json);
+
 // --format text|json and its alias --json, for the commands whose outputs are text or one JSON schema
 // (diff, load). --json with --format text is refused: the two ask for different outputs.
 struct TextOrJsonOptions {
   bool json = false;
   std::string format;  // "", text or json
-  bool wants_json() const { return json || format == "json"; }
+  bool wants_json() const { return output_format(format, json) == OutputFormat::Json; }
 };
 void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema);
 void validate_text_or_json(const TextOrJsonOptions& o);  // throws UsageError

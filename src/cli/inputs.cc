@@ -236,9 +236,23 @@ CheckResult check_named(const std::string& name, const Limits& limits) {
 }
 
 std::vector<Finding> security_named(const std::string& name, const Checkpoint* ck, const Limits& limits) {
-  if (name != "-") return security_findings(name, ck, limits);
-  return ck && ck->file ? scan_findings(scan_pickles(*ck->file, limits, ck)) : security_findings(*stdin_file(limits), limits);
+  // summary: the pickles only, never a page of tensor data (check scans every member's local header)
+  if (name != "-") return security_findings(name, ck, limits, ScanScope::Pickles);
+  return ck && ck->file ? scan_findings(scan_pickles(*ck->file, limits, ck, ScanScope::Pickles))
+                        : security_findings(*stdin_file(limits), limits);
 }
+
+static std::atomic<int> g_output_errno{0};  // flush_output
+
+void flush_output(std::FILE* f) {
+  errno = 0;
+  if (std::fflush(f) != 0 || std::ferror(f)) {
+    int expected = 0;
+    g_output_errno.compare_exchange_strong(expected, errno ? errno : EIO);
+  }
+}
+
+int output_errno() { return g_output_errno.load(); }
 
 std::string json_line(const std::string& doc) {
   std::string out;
@@ -299,7 +313,7 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
     const std::string rec = error_record(plan.error_records_for, item.name, msg, rc);
     std::fwrite(rec.data(), 1, rec.size(), out);
   }
-  std::fflush(out);
+  flush_output(out);
   fmt::print(err, "ckpt: error: {}\n", msg);
   return rc;
 }
@@ -325,7 +339,7 @@ int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const I
   if (plan.jobs <= 1 || items.size() <= 1) {
     for (size_t i = 0; i < items.size(); ++i) {
       worst = worse_exit(worst, run_one(items[i], plan, task, i, plan.out, plan.err));
-      std::fflush(plan.out);
+      flush_output(plan.out);
     }
     return worst;
   }
@@ -379,7 +393,7 @@ int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const I
       slots[i] = Slot{};
     }
     std::fwrite(s.out.data(), 1, s.out.size(), plan.out);
-    std::fflush(plan.out);
+    flush_output(plan.out);
     std::fwrite(s.err.data(), 1, s.err.size(), plan.err);
     worst = worse_exit(worst, s.rc);
     fatal = s.fatal;

@@ -2,10 +2,15 @@
 // Thin main: parse, dispatch through the command table, map errors to exit codes (the only exit).
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <new>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/precheck.h"
@@ -30,9 +35,25 @@ struct Command {
   std::function<int()> to_torch;  // ckpt: exec ckpt-torch, or fork and exec it (load, precheck.h)
 };
 
+// Everything for stdout has gone through stdio: a write that failed on the way (a full disk, a closed
+// pipe, a file over its size limit) is exit 4 with one line on stderr, never a silent truncated report.
+int checked(int rc) {
+  ckpt::cli::flush_output(stdout);
+  if (!std::ferror(stdout)) return rc;
+  const int err = ckpt::cli::output_errno() ? ckpt::cli::output_errno() : EIO;
+  std::fprintf(stderr, "ckpt: error: cannot write to standard output: %s\n", std::strerror(err));
+  return ckpt::kExitEnvironment;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed pipe is a write error (EPIPE) that ckpt reports, not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  // Not a terminal: one large buffer, so that the writes happen in flush_output, which keeps the reason
+  // a write failed (a report larger than the buffer that fails mid-way reads "Input/output error").
+  static char out_buffer[1 << 20];
+  if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
   using namespace ckpt::cli;
   CLI::App app{
       "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"
@@ -77,7 +98,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help: on stdout
+    if (e.get_exit_code() == 0) return checked(app.exit(e));  // --help: on stdout
     print_usage_error(e.what(), command);
     return ckpt::kExitUsage;
   }
@@ -88,16 +109,19 @@ int main(int argc, char** argv) {
 #ifdef CKPT_WITH_TORCH
       if (c.needs_torch) {
         // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.
-        const int rc = c.run();
-        std::fflush(stdout);
+        const int rc = checked(c.run());
         std::fflush(stderr);
         std::_Exit(rc);
       }
 #else
       if (c.needs_torch && c.needs_torch()) return c.to_torch();
 #endif
-      return c.run();
+      return checked(c.run());
     }
+  } catch (const std::system_error& e) {  // fmt::print found stdout unwritable mid-report (or the OS refused)
+    std::fprintf(stderr, "ckpt: error: %s: %s\n", std::ferror(stdout) ? "cannot write to standard output" : e.what(),
+                 e.code().message().c_str());
+    return ckpt::kExitEnvironment;
   } catch (const ckpt::UsageError& e) {
     fmt::print(stderr, "ckpt: error: {}\n", e.what());
     return ckpt::kExitUsage;

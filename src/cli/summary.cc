@@ -76,12 +76,12 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
 
 void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
   // --json is --format json: with another --format it would silently win, so the pair is refused.
-  if (o.json && sub.count("--format") > 0 && o.format != "json")
+  if (o.json && sub.count("--format") > 0 && format_named(o.format) != OutputFormat::Json)
     throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
   // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
-  if (!o.match.empty() && (o.json || o.format == "json"))
+  if (!o.match.empty() && output_format(o.format, o.json) == OutputFormat::Json)
     throw UsageError("--match filters the text and Markdown tensor table; --json always lists every tensor (filter with jq)");
 }
 
@@ -109,7 +109,7 @@ Checkpoint* read_arch(const SummaryOptions& o, const Limits& lim) {
 // checkpoint is freed once printed; with one, the checkpoint is deliberately not destroyed: the process
 // exits right after, and freeing a million small objects one by one would cost more than the whole read
 // (clang -disable-free).
-int summarize_one(const SummaryOptions& o, const std::string& format, const Limits& lim, const std::string& name,
+int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& lim, const std::string& name,
                   const Checkpoint* shared_arch, bool several, std::FILE* out, std::FILE* err) {
   Checkpoint* owned = nullptr;
   try {
@@ -139,10 +139,10 @@ int summarize_one(const SummaryOptions& o, const std::string& format, const Limi
   // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
   s.findings = findings(ck, s);
   for (Finding& x : security_named(name, &ck, lim)) s.findings.push_back(std::move(x));
-  if (format == "json" && several) {
+  if (format == OutputFormat::Json && several) {
     const std::string line = json_line(summary_json_text(s));
     std::fwrite(line.data(), 1, line.size(), out);
-  } else if (format == "json") {
+  } else if (format == OutputFormat::Json) {
     write_summary_json(s, out);
   } else {
     RenderOptions r;
@@ -150,10 +150,10 @@ int summarize_one(const SummaryOptions& o, const std::string& format, const Limi
     r.color = use_color(STDOUT_FILENO);
     r.tensors = o.tensors;
     r.match = o.match;
-    (format == "markdown" ? write_summary_markdown : write_summary_text)(s, r, out);
+    (format == OutputFormat::Markdown ? write_summary_markdown : write_summary_text)(s, r, out);
   }
   if (s.forward && !s.forward->error.empty()) {
-    std::fflush(out);
+    flush_output(out);
     const ForwardReport& f = *s.forward;
     throw InputError(name, fmt::format("forward failed in {} after {} module call(s) returned (sizes so far on stdout): {}",
                                        f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
@@ -169,7 +169,7 @@ int summarize_one(const SummaryOptions& o, const std::string& format, const Limi
 }  // namespace
 
 int run_summary(const SummaryOptions& o) {
-  const std::string format = o.json ? "json" : o.format;
+  const OutputFormat format = output_format(o.format, o.json);
   if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
@@ -178,11 +178,11 @@ int run_summary(const SummaryOptions& o) {
   RunPlan plan;
   // A forward runs LibTorch, one at a time.
   plan.jobs = o.wants_forward() ? 1 : resolve_jobs(o.inputs.jobs, in.items.size());
-  if (in.several && format == "json") plan.error_records_for = "summary";
-  if (in.several && format != "json")
+  if (in.several && format == OutputFormat::Json) plan.error_records_for = "summary";
+  if (in.several && format != OutputFormat::Json)
     plan.header = [&](size_t index, const InputItem& item, std::FILE* out) {
       // head(1)'s separator; a Markdown heading in Markdown.
-      if (format == "markdown") fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(item.name));
+      if (format == OutputFormat::Markdown) fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(item.name));
       else fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
     };
   const int rc = run_inputs(in.items, plan, [&](size_t, const InputItem& item, std::FILE* out, std::FILE* err) {

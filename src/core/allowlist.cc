@@ -8,6 +8,9 @@ namespace ckpt {
 namespace {
 
 constexpr uint8_t kArg0 = 1, kArg1 = 2;
+// Builtins that compute a value from their arguments and call nothing the file chooses (the arguments'
+// own classes are judged where they are made).
+constexpr const char* kPure = "a pure builtin: a value computed from its arguments";
 
 // torch 1.13 and 2.6: torch._weights_only_unpickler._get_allowed_globals() (printed by both versions),
 // then ckpt's extras. Keep each extra's reason to one line: it is what a reviewer checks.
@@ -81,6 +84,19 @@ constexpr AllowEntry kAllow[] = {
     {"builtins.bool", 0, false, "a builtin value type: building one from values runs no code of the file's choosing"},
     {"builtins.slice", 0, false, "a builtin value type: building one from values runs no code of the file's choosing"},
     {"builtins.range", 0, false, "a builtin value type: building one from values runs no code of the file's choosing"},
+    {"builtins.len", 0, false, kPure},
+    {"builtins.abs", 0, false, kPure},
+    {"builtins.round", 0, false, kPure},
+    {"builtins.divmod", 0, false, kPure},
+    {"builtins.pow", 0, false, kPure},
+    {"builtins.min", 0, false, kPure},
+    {"builtins.max", 0, false, kPure},
+    {"builtins.sum", 0, false, kPure},
+    {"builtins.ord", 0, false, kPure},
+    {"builtins.chr", 0, false, kPure},
+    {"builtins.bin", 0, false, kPure},
+    {"builtins.oct", 0, false, kPure},
+    {"builtins.hex", 0, false, kPure},
     {"builtins.object", 0, false, "object.__new__ makes an empty instance of the class it is given, judged where passed"},
     {"copyreg._reconstructor", kArg0 | kArg1, false,
      "pickle's protocol 0/1 helper: instantiates the classes it is given, judged there"},
@@ -158,6 +174,7 @@ constexpr const char* kFile = "opens, writes or deletes files";
 constexpr const char* kNative = "loads native code";
 constexpr const char* kAttr = "reaches any attribute of any object (a gadget for calling anything)";
 constexpr const char* kInterp = "changes the running interpreter";
+constexpr const char* kOs = "reaches the operating system (files, processes, the environment)";
 
 // The union of picklescan's, modelscan's, fickling's and modelaudit's categories, most specific first.
 constexpr DenyEntry kDeny[] = {
@@ -167,16 +184,16 @@ constexpr DenyEntry kDeny[] = {
     {"os.spawn*", kShell},
     {"os.posix_spawn*", kShell},
     {"os.fork*", kShell},
-    {"os", kFile},
+    {"os", kOs},
     {"posix.system", kShell},
     {"posix.popen", kShell},
     {"posix.exec*", kShell},
     {"posix.spawn*", kShell},
     {"posix.posix_spawn*", kShell},
     {"posix.fork*", kShell},
-    {"posix", kFile},
+    {"posix", kOs},
     {"nt.system", kShell},
-    {"nt", kFile},
+    {"nt", kOs},
     {"subprocess", kShell},
     {"pty", kShell},
     {"commands", kShell},

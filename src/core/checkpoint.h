@@ -20,6 +20,8 @@
 
 namespace ckpt {
 
+class ZipReader;  // core/zip.h
+
 enum class TensorState : uint8_t { Materialized, Uninitialized, Meta };
 // Attribute: a TorchScript tensor that is neither (an attribute outside __parameters__ / __buffers__, or
 // one inside a torch.classes object or a __getstate__ state, such as quantized packed weights).
@@ -331,6 +333,7 @@ struct Checkpoint {
   size_t globals_main = 0;
   std::vector<TsClass> ts_classes;  // TorchScript: the classes declared in code/
   std::shared_ptr<Heap> heap;  // keeps pickle values (identities) alive
+  std::shared_ptr<const ZipReader> zip;  // a torch.save zip's directory, for the security scan
   std::vector<std::shared_ptr<void>> keep_alive;  // shards' files and heaps
 };
 

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
+#include <unordered_set>
 
 #include "core/reader.h"
 #include "core/sharded.h"
@@ -52,6 +54,13 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names",
        "inspect these names before loading with weights_only=False, or allow them with torch.serialization.add_safe_globals"},
       {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end", "treat the file as untrusted"},
+      {"device-storages", Severity::Warning, "entries saved on cuda / mps / xpu: torch.load without map_location fails "
+       "without that device",
+       "load with torch.load(f, map_location=\"cpu\"), or re-save after .cpu()"},
+      {"tensor-mutated", Severity::Error, "a pickle that writes into a rebuilt tensor (SETITEM(S) / APPEND(S) on it)",
+       "do not load this file; re-create it from a trusted source"},
+      {"zip-name-mismatch", Severity::Warning, "a zip member whose local header name differs from the central directory's",
+       "re-create the archive from a trusted source"},
       {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)",
        "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program "
        "(torch.export.save) or safetensors instead"},
@@ -66,13 +75,6 @@ const std::vector<RuleInfo>& rule_catalogue() {
 
 namespace {
 
-std::vector<std::string> first(const std::vector<std::string>& v, size_t n = 8) {
-  return std::vector<std::string>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
-}
-
-std::vector<Location> first_n(const std::vector<Location>& v, size_t n) {
-  return std::vector<Location>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
-}
 
 std::vector<std::string> entry_names(const Checkpoint& ck, const std::vector<size_t>& entries) {
   std::vector<std::string> out;
@@ -129,14 +131,41 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
          "none needed; each distinct view is counted, the storage once in storage_bytes", views});
 }
 
+// Storages saved on an accelerator: torch.load restores each on the device it was saved on unless
+// map_location says otherwise, and fails where that device is missing (serialization.py's
+// validate_cuda_device and friends: "Attempting to deserialize object on a CUDA device but
+// torch.cuda.is_available() is False").
+void device_rules(const Checkpoint& ck, std::vector<Finding>& out) {
+  std::map<std::string, std::vector<std::string>> by_device;  // "cuda:0" -> entries
+  for (const Tensor& t : ck.tensors)
+    if (!t.device.empty() && t.device != "cpu" && t.device != "meta") by_device[t.device].push_back(t.name);
+  if (by_device.empty()) return;
+  std::vector<std::string> where, devices;
+  std::set<std::string> kinds;
+  for (auto& [device, names] : by_device) {
+    devices.push_back(fmt::format("{} ({})", device, names.size()));
+    kinds.insert(device.substr(0, device.find(':')));
+    for (std::string& n : names) where.push_back(fmt::format("{} ({})", n, device));
+  }
+  std::string kind_list;
+  for (const std::string& k : kinds) kind_list += (kind_list.empty() ? "" : "/") + k;
+  out.push_back({"device-storages", Severity::Warning,
+                 fmt::format("{} entries were saved on a device other than the CPU: {}; torch.load without map_location "
+                             "restores them there and fails on a machine without {} (\"Attempting to deserialize object "
+                             "on a {} device but ... is_available() is False\")",
+                             where.size(), join(devices, ", ", 8, ", and {} more"), kind_list, kind_list),
+                 "load with torch.load(f, map_location=\"cpu\") (or the device you have), or re-save after .cpu(); "
+                 "ckpt load --device chooses the device itself",
+                 std::move(where)});
+}
+
 void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   if (ck.tensors.empty()) return;
   // One pass over the keys, splitting each into segments once (100,000-entry files stay cheap).
-  std::vector<std::string> compiled, fabric, ac, fsdp, keys3;
+  std::vector<std::string> compiled, fabric, ac, fsdp;
   bool all_module = true;
   for (const Tensor& t : ck.tensors) {
     const std::string& k = t.name;
-    if (keys3.size() < 3) keys3.push_back(k);
     all_module &= k.rfind("module.", 0) == 0;
     bool c = false, f = false, a = false, s = false;
     size_t pos = 0;
@@ -161,28 +190,32 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                    fmt::format("{} of {} keys contain the _orig_mod segment of a torch.compile'd module ({}); "
                                "load_state_dict on the plain module reports them as unexpected",
                                compiled.size(), nkeys, join(compiled, ", ", 3, " and {} more")),
-                   "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", first(compiled)});
-  if (all_module)
+                   "strip the '_orig_mod.' segment from the keys, or save model._orig_mod.state_dict()", compiled});
+  if (all_module) {
+    std::vector<std::string> keys;
+    keys.reserve(nkeys);
+    for (const Tensor& t : ck.tensors) keys.push_back(t.name);
     out.push_back(
         {"ddp-prefix", Severity::Warning,
          fmt::format("all {} keys start with 'module.' (saved from DataParallel / DistributedDataParallel / DeepSpeed)", nkeys),
-         "strip the 'module.' prefix, or save model.module.state_dict()", keys3});
+         "strip the 'module.' prefix, or save model.module.state_dict()", std::move(keys)});
+  }
   if (!fabric.empty())
     out.push_back({"fabric-prefix", Severity::Warning,
                    fmt::format("{} keys carry Fabric's wrapper segment _forward_module / _original_module ({})", fabric.size(),
                                join(fabric, ", ", 3, " and {} more")),
-                   "strip the wrapper segment, or save through fabric.save, which unwraps the module", first(fabric)});
+                   "strip the wrapper segment, or save through fabric.save, which unwraps the module", fabric});
   if (!ac.empty())
     out.push_back({"activation-checkpoint-prefix", Severity::Warning,
                    fmt::format("{} keys carry the _checkpoint_wrapped_module segment of checkpoint_wrapper ({}); note that "
                                "torch.compile rejects checkpoint(context_fn=...) unless an experimental flag is set",
                                ac.size(), join(ac, ", ", 3, " and {} more")),
-                   "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module", first(ac)});
+                   "strip the '_checkpoint_wrapped_module.' segment to load into the unwrapped module", ac});
   if (!fsdp.empty())
     out.push_back({"fsdp-sharded", Severity::Error,
                    fmt::format("{} keys are FSDP flat parameters or wrapped names ({}): this is a sharded / flattened state dict",
                                fsdp.size(), join(fsdp, ", ", 3, " and {} more")),
-                   "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", first(fsdp)});
+                   "re-save with a full state dict (FullStateDictConfig / StateDictType.FULL_STATE_DICT)", fsdp});
   if (ck.content == Content::Lightning) {
     const std::string& k0 = ck.tensors.front().name;
     const std::string head = k0.substr(0, k0.find('.'));
@@ -205,7 +238,7 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                      "_EmptyInit and dynamo raises \"Dynamic control flow is not supported\" (Lightning #20524)",
                      "don't run compiled submodules inside init_module(empty_init=...): load first, compile after, or strip "
                      "'_orig_mod.' and load into the uncompiled module",
-                     first(compiled)});
+                     compiled});
   }
 }
 
@@ -274,7 +307,7 @@ void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     out.push_back(
         {id, sev,
          fmt::format("{} line(s) {} (read from the serialized code/ source, not the LibTorch IR): {}", w.size(), what, w.front()),
-         fix, first(w, 16), first_n(loc_by_id[id], 16)});
+         fix, w, loc_by_id[id]});
   };
   emit("data-dependent-control-flow", Severity::Warning,
        "branch on a tensor value, which torch.compile graph-breaks on and torch.export rejects",
@@ -298,6 +331,11 @@ class GlobalGroups {
  public:
   void add(const std::vector<GlobalRef>& globals, const std::string& member) {
     for (const GlobalRef& g : globals) {
+      if ((g.use & kUseWrittenResult) && writes_seen_.insert(member + g.module + g.name).second) {
+        writes_.push_back(fmt::format("{}.{} result at {}+0x{:x} ({} at +0x{:x})", g.module, g.name,
+                                      member.empty() ? "pickle" : member, g.offset, g.write_opcode, g.write_offset));
+        write_locations_.push_back({"", member, g.write_offset, g.write_opcode, g.module + "." + g.name});
+      }
       const GlobalVerdict v = judge_global(g);
       if (v.cls == GlobalClass::Safe) continue;
       const std::string global = g.computed ? "<computed global>" : g.module + "." + g.name;
@@ -306,11 +344,12 @@ class GlobalGroups {
         grp.how = v.how;
         grp.category = v.category;
         grp.mutated = (g.use & kUseMutated) != 0;
+        grp.named_only = v.named_only;
       }
       std::string w = fmt::format("{} at {}+0x{:x} ({}{}{})", global, member.empty() ? "pickle" : member, g.offset, g.opcode,
                                   v.how.empty() ? "" : ", ", v.how);
       // A pickle scanned twice (from bytes and as a file) names most globals twice: once is enough.
-      if (grp.where.size() < 16 && std::find(grp.where.begin(), grp.where.end(), w) == grp.where.end()) {
+      if (grp.seen.insert(w).second) {
         grp.where.push_back(std::move(w));
         grp.locations.push_back({"", member, g.offset, g.opcode, g.computed ? "" : global});
       }
@@ -318,10 +357,23 @@ class GlobalGroups {
   }
 
   void emit(std::vector<Finding>& out) const {  // dangerous first
+    if (!writes_.empty())
+      out.push_back({"tensor-mutated", Severity::Error,
+                     fmt::format("the pickle writes into {} rebuilt tensor(s) with SETITEM(S) / APPEND(S) ({}): "
+                                 "torch.load calls the tensor's __setitem__, so the values it returns differ from the "
+                                 "stored bytes that every scanner and ckpt read",
+                                 writes_.size(), writes_.front()),
+                     "do not load this file; re-create it from a trusted source (torch.save never writes into a tensor)",
+                     writes_, write_locations_});
     for (const auto& [global, g] : dangerous_) {
       const std::string also = g.category ? fmt::format(" and {}", g.category) : "";
       out.push_back({"dangerous-global", Severity::Error,
-                     g.mutated ? fmt::format("pickle global {} is {}{}: loading this file with torch.load(weights_only=False) or "
+                     g.named_only
+                         ? fmt::format("pickle global {} is {}{}: loading this file with torch.load(weights_only=False) or "
+                                       "pickle hands that object to the code that loads it; a checkpoint has no reason to "
+                                       "carry it",
+                                       global, g.how, also)
+                     : g.mutated ? fmt::format("pickle global {} is {}{}: loading this file with torch.load(weights_only=False) or "
                                              "pickle alters the imported object",
                                              global, g.how, also)
                                : fmt::format("pickle global {} is {}{}; it is not on ckpt's allowlist of known-safe callables: "
@@ -359,21 +411,27 @@ class GlobalGroups {
     std::string how;
     const char* category = nullptr;
     bool mutated = false;
+    bool named_only = false;
+    std::unordered_set<std::string> seen;
     std::vector<std::string> where;
     std::vector<Location> locations;  // aligned with where
   };
   std::map<std::string, Group> dangerous_, unknown_;
+  std::unordered_set<std::string> writes_seen_;
+  std::vector<std::string> writes_;
+  std::vector<Location> write_locations_;
 };
 
 void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding>& out) {
   for (const ScanProblem& p : problems) {
     if (p.kind == ScanProblem::Kind::RenamedMember)
-      out.push_back({"dangerous-global",
-                     Severity::Error,
-                     fmt::format("zip member '{}' has local header name '{}': the names differ, a trick that hides a pickle "
-                                 "from scanners reading one of the two",
+      out.push_back({"zip-name-mismatch",
+                     Severity::Warning,
+                     fmt::format("zip member '{}' has local header name '{}': torch reads the data past the local header "
+                                 "whatever its name (ckpt scanned it), but tools that read the local headers see "
+                                 "another file than torch loads",
                                  p.member, p.detail),
-                     "do not load this file; re-create it from a trusted source",
+                     "re-create the archive from a trusted source (torch.save writes equal names)",
                      {p.where},
                      {{"", p.where, {}, "", ""}}});
     else if (p.kind == ScanProblem::Kind::NotScanned)
@@ -430,6 +488,7 @@ std::vector<Finding> findings(const Checkpoint& ck, const Summary& s) {
   std::vector<Finding> out;
   reader_rules(ck, out);
   counting_rules(ck, s, out);
+  device_rules(ck, out);
   key_rules(ck, out);
   code_rules(ck, out);
   return out;
@@ -467,10 +526,10 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
   return scan_findings(scan_pickles(file, limits));
 }
 
-std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits) {
+std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits, ScanScope scope) {
   std::error_code ec;
   if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) {
-    if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck));  // the reader's mapping and globals
+    if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck, scope));  // the reader's mapping and globals
     return security_findings(*MappedFile::open(path), limits);
   }
   std::vector<Finding> out;

@@ -37,7 +37,8 @@ std::vector<Finding> scan_findings(const PickleScan& scan);
 // The security findings of the file at `path` (its pickles scanned as torch.load would read them), or
 // of a sharded / DCP checkpoint's files as its reader recorded them in `ck` (none when `ck` is null).
 // `summary` and `check` both report these. Throws InputError when a file's container is broken.
-std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits);
+std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits,
+                                       ScanScope scope = ScanScope::Full);
 std::vector<Finding> security_findings(const MappedFile& file, const Limits& limits);
 
 // Everything `ckpt check` reports for a file: findings() and the security scan of the file's pickles.

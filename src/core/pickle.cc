@@ -8,6 +8,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/pickle_text.h"
+
 namespace ckpt {
 
 std::string Value::qualified() const {
@@ -60,190 +62,7 @@ Value* Value::get(std::string_view key) const {
   return found;
 }
 
-std::string_view python3_module(std::string_view m) {
-  // Python's _compat_pickle.IMPORT_MAPPING: what Python 3's unpickler really imports for these names.
-  static constexpr std::pair<std::string_view, std::string_view> kMap[] = {{"__builtin__", "builtins"},
-                                                                           {"exceptions", "builtins"},
-                                                                           {"copy_reg", "copyreg"},
-                                                                           {"cPickle", "pickle"},
-                                                                           {"commands", "subprocess"},
-                                                                           {"httplib", "http.client"},
-                                                                           {"urllib2", "urllib.request"},
-                                                                           {"urlparse", "urllib.parse"},
-                                                                           {"thread", "_thread"},
-                                                                           {"Queue", "queue"},
-                                                                           {"SocketServer", "socketserver"},
-                                                                           {"ConfigParser", "configparser"},
-                                                                           {"repr", "reprlib"},
-                                                                           {"StringIO", "io"},
-                                                                           {"cStringIO", "io"},
-                                                                           {"UserDict", "collections"},
-                                                                           {"UserList", "collections"},
-                                                                           {"UserString", "collections"},
-                                                                           {"whichdb", "dbm"},
-                                                                           {"anydbm", "dbm"},
-                                                                           {"BaseHTTPServer", "http.server"},
-                                                                           {"SimpleHTTPServer", "http.server"},
-                                                                           {"CGIHTTPServer", "http.server"},
-                                                                           {"Cookie", "http.cookies"},
-                                                                           {"cookielib", "http.cookiejar"},
-                                                                           {"HTMLParser", "html.parser"},
-                                                                           {"xmlrpclib", "xmlrpc.client"},
-                                                                           {"SimpleXMLRPCServer", "xmlrpc.server"},
-                                                                           {"dummy_thread", "_dummy_thread"},
-                                                                           {"_winreg", "winreg"}};
-  for (const auto& [py2, py3] : kMap)
-    if (m == py2) return py3;
-  return m;
-}
-
 namespace {
-
-const char* opname(uint8_t op) {
-  switch (op) {
-    case '(': return "MARK";
-    case '.': return "STOP";
-    case '0': return "POP";
-    case '1': return "POP_MARK";
-    case '2': return "DUP";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'J': return "BININT";
-    case 'K': return "BININT1";
-    case 'L': return "LONG";
-    case 'M': return "BININT2";
-    case 'N': return "NONE";
-    case 'P': return "PERSID";
-    case 'Q': return "BINPERSID";
-    case 'R': return "REDUCE";
-    case 'S': return "STRING";
-    case 'T': return "BINSTRING";
-    case 'U': return "SHORT_BINSTRING";
-    case 'V': return "UNICODE";
-    case 'X': return "BINUNICODE";
-    case 'a': return "APPEND";
-    case 'b': return "BUILD";
-    case 'c': return "GLOBAL";
-    case 'd': return "DICT";
-    case '}': return "EMPTY_DICT";
-    case 'e': return "APPENDS";
-    case 'g': return "GET";
-    case 'h': return "BINGET";
-    case 'i': return "INST";
-    case 'j': return "LONG_BINGET";
-    case 'l': return "LIST";
-    case ']': return "EMPTY_LIST";
-    case 'o': return "OBJ";
-    case 'p': return "PUT";
-    case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT";
-    case 's': return "SETITEM";
-    case 't': return "TUPLE";
-    case ')': return "EMPTY_TUPLE";
-    case 'u': return "SETITEMS";
-    case 'G': return "BINFLOAT";
-    case 0x80: return "PROTO";
-    case 0x81: return "NEWOBJ";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";
-    case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";
-    case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";
-    case 'B': return "BINBYTES";
-    case 'C': return "SHORT_BINBYTES";
-    case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";
-    case 0x8e: return "BINBYTES8";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x93: return "STACK_GLOBAL";
-    case 0x94: return "MEMOIZE";
-    case 0x95: return "FRAME";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    default: return nullptr;
-  }
-}
-
-// Decodes the body of a protocol-0 STRING ('...' or "..." with Python escapes).
-std::string unescape_string(std::string_view body, const Cursor& c, uint64_t at) {
-  if (body.size() < 2 || (body.front() != '\'' && body.front() != '"') || body.back() != body.front())
-    c.fail_at(at, "STRING argument is not a quoted string");
-  body = body.substr(1, body.size() - 2);
-  std::string out;
-  out.reserve(body.size());
-  for (size_t k = 0; k < body.size(); ++k) {
-    char ch = body[k];
-    if (ch != '\\' || k + 1 == body.size()) {
-      out += ch;
-      continue;
-    }
-    char e = body[++k];
-    switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'x':
-        if (k + 2 < body.size()) {
-          out += static_cast<char>(std::strtol(std::string(body.substr(k + 1, 2)).c_str(), nullptr, 16));
-          k += 2;
-        }
-        break;
-      default: out += '\\'; out += e;
-    }
-  }
-  return out;
-}
-
-// raw-unicode-escape: \uXXXX and \UXXXXXXXX become UTF-8, everything else is latin-1.
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) out += static_cast<char>(cp);
-  else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | ((cp >> 18) & 0x07));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-std::string raw_unicode_escape(std::string_view in) {
-  std::string out;
-  for (size_t k = 0; k < in.size(); ++k) {
-    if (in[k] == '\\' && k + 1 < in.size() && (in[k + 1] == 'u' || in[k + 1] == 'U')) {
-      size_t n = in[k + 1] == 'u' ? 4 : 8;
-      if (k + 2 + n <= in.size()) {
-        std::string hex(in.substr(k + 2, n));
-        char* end = nullptr;
-        unsigned long cp = std::strtoul(hex.c_str(), &end, 16);
-        if (end == hex.c_str() + n && cp <= 0x10FFFF) {
-          append_utf8(out, static_cast<uint32_t>(cp));
-          k += 1 + n;
-          continue;
-        }
-      }
-    }
-    append_utf8(out, static_cast<unsigned char>(in[k]));
-  }
-  return out;
-}
 
 // The cursor as Python's C unpickler moves over a file object without peek() (torch.load reads data.pkl
 // through io.BytesIO): FRAME reads the whole frame into a buffer, and a read that does not fit in what
@@ -263,6 +82,13 @@ class FrameCursor : public Cursor {
   }
   std::string_view take_str(uint64_t n, const char* what) {
     fit(n);
+    return Cursor::take_str(n, what);
+  }
+  // A payload read the C unpickler makes with _Unpickler_ReadInto (BINBYTES, SHORT_BINBYTES, BINBYTES8,
+  // BYTEARRAY8): what is left of the frame's buffer, then the rest from the file, which goes on where
+  // the buffer ends: the bytes are contiguous in either mode, and a read past the frame empties it.
+  std::string_view take_into(uint64_t n, const char* what) {
+    if (file_ && active_ && (pos() > end_ || n > end_ - pos())) active_ = false;
     return Cursor::take_str(n, what);
   }
   // Where a `n`-byte read starts: here, or (file mode) at the buffered frame's end.
@@ -364,12 +190,13 @@ class Machine {
     v->s = s;
     return v;
   }
-  Value* owned_str(std::string s) { return str_value(PKind::Str, heap_.keep(std::move(s))); }
-  std::string_view payload(uint64_t n) {
+  Value* owned_str(std::string s, PKind k = PKind::Str) { return str_value(k, heap_.keep(std::move(s))); }
+  std::string_view payload(uint64_t n, bool read_into = false) {
     if (n > lim_.string_bytes) fail(fmt::format("length {} exceeds the limit of {} bytes", n, lim_.string_bytes));
     if (n > c_.remaining()) fail(fmt::format("length {} exceeds {} remaining bytes", n, c_.remaining()));
-    return c_.take_str(n, op_name_);
+    return read_into ? c_.take_into(n, op_name_) : c_.take_str(n, op_name_);
   }
+  Value* bytes_value(uint64_t n) { return str_value(PKind::Bytes, payload(n, true)); }
   std::string_view text_line() {
     c_.fit_line();
     const uint64_t pos = c_.pos();
@@ -382,16 +209,18 @@ class Machine {
     }
     fail("argument has no terminating newline");
   }
-  int64_t parse_decimal(std::string_view t) {
-    std::string s(t);
-    if (!s.empty() && s.back() == 'L') s.pop_back();
-    if (s.empty()) fail("empty integer");
-    errno = 0;
-    char* end = nullptr;
-    long long x = std::strtoll(s.c_str(), &end, 10);
-    if (end != s.c_str() + s.size()) fail(fmt::format("'{}' is not an integer", s.substr(0, 40)));
-    if (errno == ERANGE) return INT64_MIN;  // caller turns into BigInt
-    return x;
+  // A protocol-0 integer argument (Python's int() rules, pickle_text.h): a node, int or BigInt.
+  Value* int_text(const std::optional<PyInt>& x, std::string_view t) {
+    if (!x) fail(fmt::format("'{}' is not an integer", t.substr(0, 40)));
+    return x->big.empty() ? int_value(x->value) : owned_str(x->big, PKind::BigInt);
+  }
+  // PUT / GET keys: int(line, 10), and at least one character (load_put / load_get).
+  uint64_t memo_key(std::string_view t) {
+    if (t.empty()) fail("empty memo key");
+    const std::optional<PyInt> k = py_int(t, 10);
+    if (!k) fail(fmt::format("'{}' is not an integer", t.substr(0, 40)));
+    if (!k->big.empty() || k->value < 0) fail(fmt::format("memo key {} is out of range", k->big.empty() ? std::to_string(k->value) : k->big));
+    return static_cast<uint64_t>(k->value);
   }
   Value* long_from_bytes(std::string_view b) {
     if (b.size() <= 8) {
@@ -426,13 +255,13 @@ class Machine {
   // `module` and `name` must outlive the heap (pickle bytes or heap_.keep()).
   Value* global(std::string_view module, std::string_view name, bool stack) {
     Value* g = make(PKind::Global);
-    std::string_view m3 = python3_module(module);
+    const auto [m3, n3] = python3_global(module, name);
     g->s = m3;
-    heap_.ext(g)->name = name;
+    heap_.ext(g)->name = n3;
     g->i = static_cast<int64_t>(out_.globals.size());  // a Global's int slot: its GlobalRef
     GlobalRef& r = out_.globals.emplace_back();
     r.module = m3;
-    r.name = name;
+    r.name = n3;
     r.offset = op_at_;
     r.stack_global = stack;
     r.opcode = op_name_;
@@ -471,9 +300,26 @@ class Machine {
     note_child(o, args);
     return o;
   }
+  // SETITEM(S) / APPEND(S) on a tensor a rebuild function returned: Python writes into its values.
+  void written(const Value* target) {
+    const Value* fn = target->kind == PKind::Object ? target->callable() : nullptr;
+    if (!fn || fn->kind != PKind::Global) return;
+    const std::string_view m = fn->s, n = fn->name();
+    const bool tensor = (m == "torch._utils" && n.substr(0, 9) == "_rebuild_") ||
+                        (m == "torch._tensor" && n == "_rebuild_from_type_v2") ||
+                        (m == "torch.nn.parameter" && n == "Parameter") || (m == "torch" && n == "Tensor");
+    if (!tensor) return;
+    GlobalRef& g = out_.globals[static_cast<size_t>(fn->i)];
+    g.use |= kUseWrittenResult;
+    if (!g.write_opcode) {
+      g.write_opcode = op_name_;
+      g.write_offset = op_at_;
+    }
+  }
   void set_items(Value* target, const std::vector<Value*>& kv) {
     if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would write into the import
+    written(target);
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
     Kids& dst = target->kind == PKind::Dict ? target->items : heap_.ext(target)->dict;
@@ -484,6 +330,7 @@ class Machine {
   }
   void append_items(Value* target, const std::vector<Value*>& vs) {
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would append to the import
+    written(target);
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
       fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
     for (Value* v : vs) {
@@ -590,22 +437,25 @@ Unpickled Machine::run() {
         push(v);
         break;
       }
-      case 'I': {
+      case 'I': {  // load_int: strtol(base 0), else int(line, 0); "00" / "01" are the booleans
         std::string_view t = text_line();
-        if (t == "00" || t == "01") {
+        if (t.empty()) fail("empty integer");
+        bool exact = false;
+        const std::optional<PyInt> x = py_int_opcode(t, &exact);
+        if (exact && t.size() == 2 && x && (x->value == 0 || x->value == 1)) {
           Value* v = make(PKind::Bool);
-          v->b = t == "01";
+          v->b = x->value == 1;
           push(v);
           break;
         }
-        int64_t x = parse_decimal(t);
-        push(x == INT64_MIN && t != "-9223372036854775808" ? str_value(PKind::BigInt, t) : int_value(x));
+        push(int_text(x, t));
         break;
       }
-      case 'L': {
+      case 'L': {  // load_long: a trailing 'L' dropped, then int(line, 0)
         std::string_view t = text_line();
-        int64_t x = parse_decimal(t);
-        push(x == INT64_MIN && t.substr(0, 20) != "-9223372036854775808" ? str_value(PKind::BigInt, t) : int_value(x));
+        if (t.empty()) fail("empty integer");
+        if (t.back() == 'L') t.remove_suffix(1);
+        push(int_text(py_int(t, 0), t));
         break;
       }
       case 'J': push(int_value(c_.le<int32_t>())); break;
@@ -662,14 +512,14 @@ Unpickled Machine::run() {
         break;
       }
       case 0x8d: push(str_value(PKind::Str, payload(c_.le<uint64_t>()))); break;
-      case 'B': push(str_value(PKind::Bytes, payload(c_.le<uint32_t>()))); break;
+      case 'B': push(bytes_value(c_.le<uint32_t>())); break;
       case 'C': {
         uint8_t n = c_.u8();
-        push(str_value(PKind::Bytes, payload(n)));
+        push(bytes_value(n));
         break;
       }
       case 0x8e:
-      case 0x96: push(str_value(PKind::Bytes, payload(c_.le<uint64_t>()))); break;
+      case 0x96: push(bytes_value(c_.le<uint64_t>())); break;
       case 0x97: fail("out-of-band buffers are not supported");
       case 0x98: top(); break;  // READONLY_BUFFER: no-op on an inert value
       case ')':  // immutable: one node per pickle
@@ -732,22 +582,11 @@ Unpickled Machine::run() {
         set_items(top(), kv);
         break;
       }
-      case 'p': {
-        std::string_view t = text_line();
-        int64_t k = parse_decimal(t);
-        if (k < 0) fail("negative memo key");
-        memo_put(static_cast<uint64_t>(k), top());
-        break;
-      }
+      case 'p': memo_put(memo_key(text_line()), top()); break;
       case 'q': memo_put(c_.u8(), top()); break;
       case 'r': memo_put(c_.le<uint32_t>(), top()); break;
       case 0x94: memo_put(memo_count(), top()); break;
-      case 'g': {
-        int64_t k = parse_decimal(text_line());
-        if (k < 0) fail("negative memo key");
-        push(memo_get(static_cast<uint64_t>(k)));
-        break;
-      }
+      case 'g': push(memo_get(memo_key(text_line()))); break;
       case 'h': push(memo_get(c_.u8())); break;
       case 'j': push(memo_get(c_.le<uint32_t>())); break;
       case 'c': {
@@ -813,6 +652,7 @@ Unpickled Machine::run() {
         break;
       }
       case 'i': {
+        if (marks_.empty()) fail("no MARK on the stack");  // load_inst looks for the MARK before any import
         std::string_view module = text_line();
         std::string_view name = text_line();
         Value* cls = global(module, name, false);
@@ -854,135 +694,6 @@ Unpickled Machine::run() {
 }
 
 }  // namespace
-
-std::string bigint_decimal(const Value* v) {
-  if (v->kind != PKind::BigInt) return {};
-  std::string_view b = v->s;
-  if (!b.empty() && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))) {  // from text LONG / INT
-    std::string t(b);
-    if (!t.empty() && t.back() == 'L') t.pop_back();
-    return t;
-  }
-  // Two's-complement little-endian bytes -> magnitude in base 1e9 limbs.
-  std::vector<uint8_t> mag(b.begin(), b.end());
-  const bool neg = !mag.empty() && (mag.back() & 0x80);
-  if (neg) {  // negate: invert and add one
-    int carry = 1;
-    for (auto& x : mag) {
-      int y = static_cast<uint8_t>(~x) + carry;
-      x = static_cast<uint8_t>(y);
-      carry = y >> 8;
-    }
-  }
-  std::vector<uint32_t> limbs{0};
-  for (size_t k = mag.size(); k-- > 0;) {
-    uint64_t carry = mag[k];
-    for (auto& l : limbs) {
-      uint64_t y = static_cast<uint64_t>(l) * 256 + carry;
-      l = static_cast<uint32_t>(y % 1000000000);
-      carry = y / 1000000000;
-    }
-    while (carry) {
-      limbs.push_back(static_cast<uint32_t>(carry % 1000000000));
-      carry /= 1000000000;
-    }
-  }
-  std::string out = std::to_string(limbs.back());
-  for (size_t k = limbs.size() - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
-  return neg ? "-" + out : out;
-}
-
-namespace {
-
-size_t utf8_code_points(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-struct PlainWalker {
-  const PlainHook& hook;
-  int max_depth;
-  uint64_t budget;
-  std::vector<const Value*> path;
-
-  nlohmann::ordered_json operator()(const Value* v, int depth) {
-    using J = nlohmann::ordered_json;
-    if (depth > max_depth || budget == 0) return J("...");
-    --budget;
-    if (std::find(path.begin(), path.end(), v) != path.end()) return J("<cycle>");
-    if (hook)
-      if (auto h = hook(v)) return *h;
-    path.push_back(v);
-    J out = convert(v, depth);
-    path.pop_back();
-    return out;
-  }
-
-  nlohmann::ordered_json convert(const Value* v, int depth) {
-    using J = nlohmann::ordered_json;
-    auto key_text = [&](const Value* k) {
-      if (k->is_str()) return std::string(k->s);
-      if (k->is_int()) return std::to_string(k->i);
-      return (*this)(k, depth + 1).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    };
-    auto object_of = [&](const Kids& pairs) {
-      J o = J::object();
-      for (size_t k = 0; k + 1 < pairs.size(); k += 2) o[key_text(pairs[k])] = (*this)(pairs[k + 1], depth + 1);
-      return o;
-    };
-    switch (v->kind) {
-      case PKind::None: return nullptr;
-      case PKind::Bool: return v->b;
-      case PKind::Int: return v->i;
-      case PKind::BigInt: return bigint_decimal(v);
-      case PKind::Float: return v->f;
-      case PKind::Str: return std::string(v->s);
-      case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
-      case PKind::Global: return J{{"__global__", v->qualified()}};
-      case PKind::PersId: return J("<persistent id>");
-      case PKind::Tuple:
-      case PKind::List:
-      case PKind::Set:
-      case PKind::FrozenSet: {
-        J a = J::array();
-        for (const Value* e : v->items) a.push_back((*this)(e, depth + 1));
-        return a;
-      }
-      case PKind::Dict: return object_of(v->items);
-      case PKind::Object: break;
-    }
-    std::string q = v->qualified();
-    const Value* a = v->args();
-    const Value* a0 = a && a->kind == PKind::Tuple && !a->items.empty() ? a->items[0] : nullptr;
-    if (q == "collections.OrderedDict" || q == "builtins.dict") return object_of(v->pairs());
-    if ((q == "builtins.set" || q == "builtins.frozenset" || q == "builtins.list" || q == "builtins.tuple")) {
-      if (!a0) return J::array();
-      return (*this)(a0, depth + 1);
-    }
-    if (q == "_codecs.encode" && a0 && a0->is_str()) return J(fmt::format("<{} bytes>", utf8_code_points(a0->s)));
-    if ((q == "builtins.bytes" || q == "builtins.bytearray") && !a0) return J("<0 bytes>");
-    if ((q == "builtins.bytes" || q == "builtins.bytearray") && a0 && a0->kind == PKind::Bytes) return (*this)(a0, depth + 1);
-    // TorchScript's list builders and type tags wrap a plain value.
-    if (a0 && (q.rfind("torch.jit._pickle.build_", 0) == 0 || q == "torch.jit._pickle.restore_type_tag"))
-      return (*this)(a0, depth + 1);
-    if (q == "copyreg._reconstructor" && a0) q = a0->qualified();
-    J o = J::object();
-    o["__class__"] = q.empty() ? "?" : q;
-    if (const Value* st = v->state(); st && st->kind == PKind::Dict) {
-      for (size_t k = 0; k + 1 < st->items.size(); k += 2)
-        if (st->items[k]->is_str()) o[std::string(st->items[k]->s)] = (*this)(st->items[k + 1], depth + 1);
-    }
-    return o;
-  }
-};
-
-}  // namespace
-
-nlohmann::ordered_json plain_json(const Value* v, const PlainHook& hook, int max_depth, uint64_t budget) {
-  PlainWalker w{hook, max_depth, budget, {}};
-  return w(v, 0);
-}
 
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen,
                    bool as_file) {

@@ -113,7 +113,9 @@ struct Value {
 // OBJ, INST), set state on an instance of it (BUILD, which calls the class's __setstate__), or change
 // the imported object itself (BUILD, APPEND(S), SETITEM(S) on the global). Without any bit it was only
 // named (imported, never called).
-enum GlobalUse : uint8_t { kUseCalled = 1, kUseBuilt = 2, kUseMutated = 4 };
+// kUseWrittenResult: what the global returned (a tensor from torch._utils._rebuild_tensor_v2) was then
+// written into by SETITEM(S) / APPEND(S): Python calls the tensor's __setitem__, changing its values.
+enum GlobalUse : uint8_t { kUseCalled = 1, kUseBuilt = 2, kUseMutated = 4, kUseWrittenResult = 8 };
 
 // A global reference seen while unpickling, with where it was seen and how it was used (for the
 // security verdict).
@@ -127,6 +129,12 @@ struct GlobalRef {
   const char* use_opcode = nullptr;  // the first use: REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST, BUILD, APPEND, ...
   uint64_t use_offset = 0;
   bool computed = false;  // STACK_GLOBAL on values that are not strings (results of calls)
+  // Seen only by the scan's second parse, as Python's C unpickler reads a file object without peek()
+  // (pickle.cc's FrameCursor), which a real loader may not do: a name there that nothing calls is not
+  // graded on the denylist.
+  bool file_parse = false;
+  const char* write_opcode = nullptr;  // kUseWrittenResult: the first SETITEM(S) / APPEND(S) on a result
+  uint64_t write_offset = 0;
   // Calls that received this global as an argument: (the callee's "module.name", "" when the callee is
   // not a global; argument position). A callee such as _rebuild_from_type_v2 calls its argument.
   std::vector<std::pair<std::string, uint8_t>> passed_to;
@@ -197,7 +205,8 @@ std::string bigint_decimal(const Value* v);
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen = nullptr,
                    bool as_file = false);
 
-// Maps Python 2 module names to Python 3 ones (`__builtin__` -> `builtins`, `copy_reg` -> `copyreg`).
-std::string_view python3_module(std::string_view module);
+// Maps a Python 2 global to the Python 3 one the unpickler imports (`__builtin__.xrange` ->
+// `builtins.range`, `copy_reg._reconstructor` -> `copyreg._reconstructor`).
+std::pair<std::string_view, std::string_view> python3_global(std::string_view module, std::string_view name);
 
 }  // namespace ckpt

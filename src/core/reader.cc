@@ -38,7 +38,9 @@ std::string trimmed(std::string_view s) {
 // differently cased name resolves to the record torch reads).
 void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
-  ZipReader zip(file, lim);
+  auto directory = std::make_shared<const ZipReader>(file, lim);
+  const ZipReader& zip = *directory;
+  ck.zip = directory;
   if (zip.entries().empty()) file.fail(0, "zip archive has no entries");
   if (Pt2Layout l; is_pt2_archive(zip, &l)) return read_pt2(ck, zip, l, lim);
   const std::string first(zip.entries().front().name);
@@ -89,10 +91,17 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
 
   if (torchscript) return read_torchscript(ck, zip, ck.prefix, lim);
 
-  ByteView pkl = zip.stored(*pkl_entry);
+  // torch's zip reader inflates a deflated record, so data.pkl may be one (tensor data may not: torch
+  // maps or copies those bytes as they are stored).
+  std::string inflated;
+  ByteView pkl = zip.content(*pkl_entry, &inflated, lim.pickle_bytes);
   if (pkl.size() > lim.pickle_bytes)
     pkl.fail(0, fmt::format("data.pkl of {} bytes exceeds the limit of {}", pkl.size(), lim.pickle_bytes));
   ck.heap = std::make_shared<Heap>();
+  if (pkl_entry->method != 0) {  // the values view the pickle's bytes: the heap keeps them
+    const std::string_view kept = ck.heap->keep(std::move(inflated));
+    pkl = ByteView(reinterpret_cast<const uint8_t*>(kept.data()), kept.size(), pkl.origin(), 0);
+  }
   Unpickled u = unpickle(pkl, 0, *ck.heap, lim);
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
@@ -201,6 +210,62 @@ bool looks_like_pickle(const ByteView& f) {
          b == 0x8b;
 }
 
+}  // namespace
+
+// Outside the anonymous namespace: the security scan asks too (reader.h).
+static bool ident_line(std::string_view l) {
+  if (l.empty()) return false;
+  for (const char c : l)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  return true;
+}
+
+static std::string_view line_at(const ByteView& f, uint64_t at) {
+  const std::string_view rest = f.str(at, std::min<uint64_t>(f.size() - at, 4096));
+  const size_t nl = rest.find('\n');
+  return nl == std::string_view::npos ? std::string_view() : rest.substr(0, nl);
+}
+
+InputError not_a_checkpoint_text(const std::string& path, const ByteView& f) {
+  std::string_view head = f.str(0, std::min<uint64_t>(f.size(), 40));
+  head = head.substr(0, head.find('\n'));
+  return InputError(path, fmt::format("is text, not a PyTorch checkpoint (it begins '{}')", head));
+}
+
+bool looks_like_text(const ByteView& f) {
+  if (f.empty()) return false;
+  const uint64_t n = std::min<uint64_t>(f.size(), 512);
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint8_t b = f.u8(k);
+    if ((b < 0x20 && b != '\t' && b != '\n' && b != '\r' && b != '\f') || b == 0x7f || (k == 0 && b >= 0x80)) return false;
+  }
+  // Printable: text unless its first opcode can start a pickle that Python would go on reading.
+  switch (f.u8(0)) {
+    case '(': case ')': case ']': case '}': case 'N': case 'J': case 'K': case 'M': case 'G': case 'U': case 'C':
+    case 'V': case 'P':
+      return false;
+    case 'I': case 'L': {
+      std::string_view l = line_at(f, 1);
+      if (!l.empty() && l.back() == 'L') l.remove_suffix(1);
+      return l.empty() || l.find_first_not_of(" \t+-_0123456789abcdefoxABCDEFOX") != std::string_view::npos;
+    }
+    case 'F': return line_at(f, 1).find_first_not_of(" \t+-.0123456789eEinfatyINFATY") != std::string_view::npos;
+    case 'S': {
+      const std::string_view l = line_at(f, 1);
+      return l.size() < 2 || (l.front() != '\'' && l.front() != '"');
+    }
+    case 'c': {  // GLOBAL: a module and a name Python could import
+      const std::string_view m = line_at(f, 1);
+      return !ident_line(m) || !ident_line(line_at(f, 1 + m.size() + 1));
+    }
+    case 'T': case 'X': case 'B':  // a 4-byte length past the end: Python stops there
+      return f.size() < 5 || f.le<uint32_t>(1) > f.size() - 5;
+    default: return true;  // no opcode, or one that cannot come first (INST without a MARK, SETITEM, ...)
+  }
+}
+
+namespace {
+
 // A directory that is not DCP: the sharded checkpoint whose index is in it.
 void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
   const std::string index = find_index(in.path);
@@ -212,6 +277,8 @@ void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
 void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_checkpoint(MappedFile::open(in.path), lim); }
 
 [[noreturn]] void read_empty(Checkpoint&, const Input& in, const Limits&) { throw InputError(in.path, "file is empty"); }
+
+[[noreturn]] void read_text(Checkpoint&, const Input& in, const Limits&) { throw not_a_checkpoint_text(in.path, in.file->view()); }
 
 // ---------------------------------------------------------------------------------------------------
 // tar (torch <= 0.1.9), read as torch/serialization.py's legacy_load reads it (tarfile's getmember: the
@@ -517,6 +584,8 @@ constexpr Reader kReaders[] = {
     // torch.load tries tarfile.open before unpickling: a valid first tar header (checksum) makes a tar.
     {"tar", [](const Input& in) { return looks_like_tar(in.file->view()); }, read_torch_tar},
     {"safetensors", [](const Input& in) { return looks_like_safetensors(in.file->view()); }, read_safetensors},
+    // Text whose first byte starts no pickle Python would read on (a script, notes): not a checkpoint.
+    {"text", [](const Input& in) { return looks_like_text(in.file->view()); }, read_text},
     // Legacy torch.save streams too: their first pickle is the magic number.
     {"pickle", [](const Input& in) { return looks_like_pickle(in.file->view()); }, read_pickle},
 };

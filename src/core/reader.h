@@ -23,6 +23,14 @@ struct Input {
 Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits = Limits{});
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits = Limits{});
 
+// Printable text whose first byte starts no pickle that Python would read on from (a script, notes,
+// a README): INST without a MARK, SETITEM, a byte that is no opcode, GLOBAL of a line that names no
+// module, INT of a line that is no number. Python's unpickler stops at that first opcode, importing
+// nothing, so there is nothing to scan. A printable file that could be a protocol-0 pickle is not text.
+bool looks_like_text(const ByteView& f);
+// "is text, not a PyTorch checkpoint (it begins '...')", about `path`.
+InputError not_a_checkpoint_text(const std::string& path, const ByteView& f);
+
 // The pickles torch.load unpickles in a tar checkpoint of torch <= 0.1.9 (looks_like_tar in tar.h), in
 // the order it reads them: in 'storages' the count, each (key, location, type) record and the view list;
 // in 'tensors' the count and each (key, storage, type) record; then 'pickle' (for each name, the last

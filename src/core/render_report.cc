@@ -18,17 +18,27 @@ using J = nlohmann::ordered_json;
 
 // ---- check ----
 
-const char* CheckReport::status() const {
-  if (!scanned) return "unscanned";
-  if (failed) return "fail";
-  return read_error.empty() ? "pass" : "incomplete";
+const char* to_string(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::Pass: return "pass";
+    case CheckStatus::Fail: return "fail";
+    case CheckStatus::Incomplete: return "incomplete";
+    case CheckStatus::Unscanned: return "unscanned";
+  }
+  return "unscanned";
+}
+
+CheckStatus CheckReport::status() const {
+  if (!scanned) return CheckStatus::Unscanned;
+  if (failed) return CheckStatus::Fail;
+  return read_error.empty() ? CheckStatus::Pass : CheckStatus::Incomplete;
 }
 
 std::string render_check_text(const CheckReport& r, bool color) {
   std::string out;
   if (!r.scanned)  // no counts: "0 error(s)" would read as a clean file
     return fmt::format("{}: NOT SCANNED: {}; --fail-on {}: {}\n", visible(r.file), visible(r.read_error), r.fail_on,
-                       r.fail_on == "never" ? "not failed" : "FAIL");
+                       r.never ? "not failed" : "FAIL");
   for (const Finding& f : r.findings) {
     out += fmt::format("{}{}[{}]{}: {}\n", severity_color(f.severity, color), to_string(f.severity), f.id, color_reset(color),
                        visible(f.message));
@@ -81,7 +91,7 @@ std::string check_json_text(const CheckReport& r) {
                    {"where", x.where},
                    {"locations", locations_json(x)}});
   j["findings"] = std::move(fs);
-  j["status"] = r.status();
+  j["status"] = to_string(r.status());
   return json_text(j) + "\n";
 }
 

@@ -14,17 +14,22 @@ namespace ckpt {
 
 // `ckpt check`: the findings (already filtered and ordered), counts by severity (info, warning, error),
 // the --fail-on level and verdict, and the read error when the file could not be read whole.
+// pass; fail (a finding reached --fail-on); incomplete (read_error, but the pickle scan or the reader
+// ran: the findings are those of what was read); unscanned (nothing checked). JSON and SARIF name them
+// so (to_string).
+enum class CheckStatus : uint8_t { Pass, Fail, Incomplete, Unscanned };
+const char* to_string(CheckStatus s);
+
 struct CheckReport {
   std::string file, format;
   std::vector<Finding> findings;
   size_t counts[3] = {0, 0, 0};
   std::string fail_on;
+  bool never = false;  // --fail-on never: nothing fails
   bool failed = false;
   std::string read_error;
   bool scanned = true;  // false: nothing was checked (read_error says why), so nothing may read "pass"
-  // "pass", "fail" (a finding reached --fail-on), "incomplete" (read_error, but the pickle scan or the
-  // reader ran: the findings are those of what was read), "unscanned" (nothing checked).
-  const char* status() const;
+  CheckStatus status() const;
 };
 
 constexpr const char* kCheckSchema = "ckpt.check/1";

@@ -119,7 +119,7 @@ std::string check_sarif_text(const CheckReport& r, const std::string& version, c
   J notes = J::array();
   add_notification(r, notes);
   if (!notes.empty()) invocation["toolExecutionNotifications"] = std::move(notes);
-  invocation["properties"] = J{{"status", r.status()}, {"fail_on", r.fail_on}, {"failed", r.failed}};
+  invocation["properties"] = J{{"status", to_string(r.status())}, {"fail_on", r.fail_on}, {"failed", r.failed}};
 
   J run{{"tool", {{"driver", driver_json(version, information_uri)}}},
         {"invocations", J::array({std::move(invocation)})},
@@ -137,7 +137,7 @@ std::string check_sarif_text(const std::vector<CheckReport>& reports, const std:
     add_notification(r, notes);
     all_scanned &= r.scanned;
     failed |= r.failed;
-    J props{{"status", r.status()}, {"failed", r.failed}};
+    J props{{"status", to_string(r.status())}, {"failed", r.failed}};
     props["format"] = r.format.empty() ? J(nullptr) : J(r.format);
     artifacts.push_back(J{{"location", {{"uri", uri_reference(r.file)}}}, {"properties", std::move(props)}});
   }

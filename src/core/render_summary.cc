@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 
 #include "core/text.h"
 
@@ -107,6 +108,19 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
   if (const auto& cs = ck.torchscript.constants; ck.format == Format::TorchScript && cs && cs->tensors > 0)
     content += fmt::format(", {} constant tensors in {} storages", cs->tensors, ck.storages.size() - storages);
   line("Content", content);
+  // Entries saved on an accelerator: torch.load puts them back there (device-storages in check).
+  std::map<std::string, size_t> devices;
+  bool accelerator = false;
+  for (const Tensor& t : ck.tensors) {
+    if (t.device.empty()) continue;
+    ++devices[t.device];
+    accelerator |= t.device != "cpu" && t.device != "meta";
+  }
+  if (accelerator) {
+    std::vector<std::string> d;
+    for (const auto& [device, n] : devices) d.push_back(fmt::format("{} ({} {})", device, n, n == 1 ? "entry" : "entries"));
+    line("Devices", join(d, ", ") + "; torch.load needs map_location on a machine without them");
+  }
   if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
     for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({} tensors)", x.file, x.tensors));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <unordered_set>
 
 #include "core/allowlist.h"
@@ -60,7 +61,13 @@ GlobalVerdict judge_global(const GlobalRef& g) {
     }
   }
   if (allow) v.cls = GlobalClass::Safe;
-  else v.cls = called ? GlobalClass::Dangerous : GlobalClass::Unknown;
+  else if (called) v.cls = GlobalClass::Dangerous;
+  else if (!g.computed && !g.file_parse && deny_category(g.module, g.name)) {
+    // A checkpoint has no reason to carry os.system or builtins.eval: the loader gets the object itself.
+    v.cls = GlobalClass::Dangerous;
+    v.named_only = true;
+    v.how = "handed to the loading code uncalled";
+  } else v.cls = GlobalClass::Unknown;
   return v;
 }
 
@@ -70,7 +77,7 @@ namespace {
 
 class Scanner {
  public:
-  Scanner(const Limits& lim, const Checkpoint* read) : lim_(lim), read_(read) {}
+  Scanner(const Limits& lim, const Checkpoint* read, ScanScope scope) : lim_(lim), read_(read), scope_(scope) {}
 
   void file(const ByteView& v, const std::string& label, int depth) {
     if (depth > kMaxDepth) {
@@ -80,6 +87,7 @@ class Scanner {
     }
     if (looks_like_zip(v)) return zip(v, label, depth);
     if (looks_like_safetensors(v)) return;  // JSON and raw bytes: no pickle, nothing to import
+    if (depth == 0 && looks_like_text(v)) throw not_a_checkpoint_text(v.origin() ? v.origin()->file : label, v);
     if (looks_like_tar(v) && tar(v, label, depth)) return;
     stream(v, label, depth);
   }
@@ -131,12 +139,15 @@ class Scanner {
   }
 
   void zip(const ByteView& v, const std::string& label, int depth) {
-    ZipReader z(v, lim_);
+    // The reader's directory of the file itself: one pass over it.
+    std::optional<ZipReader> own;
+    const ZipReader& z = depth == 0 && read_ && read_->zip ? *read_->zip : own.emplace(v, lim_);
     // Inside an export archive every nested zip is looked into too: the scan stays on the safe side of
     // what a loader of the package might read.
     if (depth == 0 && is_export_archive(z)) export_ = true;
     const bool pt2 = export_;
     for (const ZipEntry& e : z.entries()) {
+      if (scope_ == ScanScope::Pickles && !pt2 && !ends_with(e.name, ".pkl")) continue;  // tensor data: untouched
       // Scanners that read local headers see another name than loaders that read the directory.
       const uint64_t h = e.local_header_offset;
       const uint16_t n = v.le<uint16_t>(h + 26);
@@ -293,10 +304,16 @@ class Scanner {
     Heap heap;
     std::vector<GlobalRef> seen;
     Unpickled u;
+    const auto mark_file_parse = [&] {
+      if (as_file)
+        for (GlobalRef& g : seen) g.file_parse = true;
+    };
     try {
       u = unpickle(v, start, heap, lim_, &seen, as_file);
       seen = std::move(u.globals);
+      mark_file_parse();
     } catch (const InputError& e) {
+      mark_file_parse();
       scan_.pickles.push_back({member, std::move(seen)});
       // Bytes that do not parse may still parse as Python reads a file object (a lying FRAME).
       const size_t mark = scan_.problems.size();
@@ -344,6 +361,7 @@ class Scanner {
 
   const Limits& lim_;
   const Checkpoint* read_ = nullptr;
+  ScanScope scope_ = ScanScope::Full;
   size_t nested_ = 0;
   bool export_ = false;
   uint64_t inflate_left_ = 4 * lim_.inflate_bytes;
@@ -353,8 +371,8 @@ class Scanner {
 
 }  // namespace
 
-PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read) {
-  Scanner s(limits, read && read->file.get() == &file ? read : nullptr);
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read, ScanScope scope) {
+  Scanner s(limits, read && read->file.get() == &file ? read : nullptr, scope);
   s.file(file.view(), "", 0);
   return s.take();
 }

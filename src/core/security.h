@@ -32,6 +32,9 @@ struct GlobalVerdict {
   GlobalClass cls = GlobalClass::Unknown;
   std::string how;  // "called by REDUCE at +0x30", "" when only named
   const char* category = nullptr;  // deny_category's phrase, or why no scanner can name it
+  // Dangerous though never called: a denylisted object (os.system, builtins.eval) handed to the code
+  // that loads the file.
+  bool named_only = false;
 };
 GlobalVerdict judge_global(const GlobalRef& g);
 GlobalClass classify_use(const GlobalRef& g);
@@ -70,6 +73,14 @@ struct PickleScan {
 // bare pickles (pickled constants), to a bounded depth and count; members holding native code are
 // listed in `native`. Throws InputError only when the container itself is broken. `read`, the
 // checkpoint a reader made of the same mapping, lends the globals of the pickle it already ran.
-PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read = nullptr);
+// What a scan looks at. Full (check): every pickle, and every zip member's local header (a name that
+// differs from the directory's is zip-name-mismatch). Pickles (summary): the pickles only, so that no
+// page of tensor data is touched (a member's local header shares its page with the member's data).
+enum class ScanScope : uint8_t { Full, Pickles };
+
+// With `read`, the reader's checkpoint of this file: its zip directory and its data.pkl globals are
+// taken, not parsed again.
+PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read = nullptr,
+                        ScanScope scope = ScanScope::Full);
 
 }  // namespace ckpt

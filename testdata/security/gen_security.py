@@ -125,11 +125,28 @@ EXTRA_CANDIDATES = {
     "numpy.ndarray", "numpy.dtype",
     "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer",
     "builtins.int", "builtins.float", "builtins.str", "builtins.bytes", "builtins.bool",
-    "builtins.tuple", "builtins.list", "builtins.dict", "builtins.frozenset",
+    "builtins.tuple", "builtins.list", "builtins.dict", "builtins.frozenset", "builtins.range", "builtins.slice",
+    # pure builtins: a value computed from the arguments, nothing called of the file's choosing
+    "builtins.len", "builtins.abs", "builtins.round", "builtins.divmod", "builtins.pow", "builtins.min",
+    "builtins.max", "builtins.sum", "builtins.ord", "builtins.chr", "builtins.bin", "builtins.oct", "builtins.hex",
     "lightning.fabric.utilities.data.AttributeDict", "lightning_fabric.utilities.data.AttributeDict",
     "pytorch_lightning.utilities.parsing.AttributeDict",
 }
 EXTRA_PREFIXES = ("torch.nn.modules.", "numpy.dtypes.")
+
+
+# Globals a checkpoint has no reason to carry even uncalled (the object itself reaches the loading code):
+# the categories picklescan's _unsafe_globals, modelscan's and fickling's unsafe imports agree on. A
+# file that only references one is "dangerous-reference": exit 1.
+DENIED_MODULES = ("os", "posix", "nt", "subprocess", "pty", "runpy", "code", "codeop", "ctypes", "_ctypes",
+                  "socket", "_socket", "shutil", "pickle", "_pickle", "marshal", "importlib", "sys", "webbrowser",
+                  "pdb", "bdb", "commands", "cProfile", "profile", "timeit", "pydoc")
+DENIED_NAMES = {"builtins." + n for n in ("eval", "exec", "execfile", "compile", "__import__", "getattr", "setattr",
+                                          "delattr", "open", "breakpoint", "input", "globals", "locals", "vars")}
+
+
+def is_denied(name):
+    return name in DENIED_NAMES or any(name == m or name.startswith(m + ".") for m in DENIED_MODULES)
 
 
 def is_extra(name):
@@ -988,6 +1005,106 @@ def gen_families(c):
         "The same keys with a posix.system call in data.pkl.")
 
 
+def frame_overrun_then_lie(hidden):
+    """A FRAME whose BINBYTES payload runs 7 bytes past the frame's end, then frame_lie_file_only(hidden).
+    C _pickle reads a BINBYTES / BINBYTES8 / BYTEARRAY8 payload with _Unpickler_ReadInto: what is left of
+    the frame's buffer, then the rest from the file, which goes on where the buffer ends. The payload is
+    contiguous either way, and the file reader goes on 7 bytes past the frame with an empty buffer; a
+    scanner that re-reads the payload from the frame's end loses its place before the FRAME lie."""
+    f1 = 64
+    over = 7
+    head = b"B" + struct.pack("<I", f1 - 5 + over)
+    return O.frame(f1) + head + b"\0" * (f1 - 5) + b"\0" * over + O.POP + frame_lie_file_only(hidden)
+
+
+def memo_text(key, payload_mod="posix", payload_name="system"):
+    """Protocol 0: the global stored with PUT `key` and fetched with GET `key`, then called. CPython
+    reads both keys with int(line, 10): whitespace, a sign, leading zeros and underscores are fine."""
+    return (O.glob(payload_mod, payload_name) + b"p" + key + b"\n" + O.POP + b"g" + key + b"\n"
+            + O.MARK + O.string(SENTINEL_SH) + O.TUPLE + O.REDUCE)
+
+
+class _WriteIntoTensor:
+    """Pickles as _rebuild_tensor_v2(storage, ...) followed by SETITEMS {0: 42.0} on the result (the
+    fifth item of __reduce__): loading calls tensor.__setitem__(0, 42.0)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        import torch
+        t = self.t
+        return (torch._utils._rebuild_tensor_v2,
+                (t.storage(), t.storage_offset(), tuple(t.size()), t.stride(), False, collections.OrderedDict()),
+                None, None, iter([(0, 42.0)]))
+
+
+def gen_heldout(c):
+    """The techniques of issue 27's held-out sets (2025-26 reports), each with its fixture."""
+    import torch
+    G = "gen/"
+    sd = small_state_dict()
+    c.add(G + "frame_overrun_lie.pkl",
+          O.proto(4) + frame_overrun_then_lie(p_reduce("posix", "system")) + O.NONE + O.STOP,
+          source="generated", family="frame:lie", intended="malicious", twin="self",
+          notes="fickling's frame-boundary case: a BINBYTES payload overruns its FRAME (read with "
+                "_Unpickler_ReadInto, contiguous), then a FRAME whose last BINBYTES length straddles its end "
+                "hides posix.system from bytes readers. Runs under pickle.load(f) / torch.load only.")
+    c.add(G + "zip_frame_overrun_lie.pt",
+          torch_zip(sd, lambda d: O.proto(4) + frame_overrun_then_lie(p_reduce("posix", "system")) + strip_frames(d)[2:]),
+          source="generated", family="frame:lie", intended="malicious", twin="self",
+          notes="frame_overrun_lie.pkl at the head of a torch.save zip's data.pkl (torch.load reads it through "
+                "io.BytesIO: a file object).")
+    c.add(G + "stack_global_returned.pkl", O.proto(4) + O.sbu("posix") + O.sbu("system") + O.STACK_GLOBAL + O.STOP,
+          source="generated", family="reference:denied", intended="dangerous-reference",
+          notes="posix.system imported by STACK_GLOBAL and returned, never called: torch.load(weights_only=False) "
+                "hands os.system itself to the caller.")
+    for tag, key in (("plus_underscore", b"+0_1"), ("spaces_zeros", b" 0002 "), ("leading_zero", b"01")):
+        c.add(G + "memo_text_%s.pkl" % tag, memo_text(key) + O.POP + O.NONE + O.STOP,
+              source="generated", family="memo:text-key", intended="malicious", twin="self",
+              notes="protocol-0 PUT / GET with the memo key %r, which CPython reads with int(line, 10); "
+                    "the GET fetches posix.system, which REDUCE calls." % key.decode())
+        c.add("benign/heldout/memo_text_%s.pkl" % tag,
+              b"(dp" + key + b"\nS'a'\nI1\ns0g" + key + b"\n.", source="generated",
+              family="benign:memo-text-key", made_as="benign", intended="clean",
+              notes="a dict stored with PUT %r and fetched back with GET: what the memo-key parsing must accept."
+                    % key.decode())
+    c.add("benign/heldout/builtins_len.pkl", bare(call("builtins", "len", tup(O.EMPTY_LIST)), 2),
+          source="generated", family="benign:pure-builtin", made_as="benign", intended="extras-only",
+          notes="builtins.len([]): a pure builtin, on ckpt's allowlist.")
+    # a clean torch.save zip whose data.pkl local header carries another name than the directory
+    z = bytearray(torch_zip(sd))
+    at = z.find(b"archive/data.pkl")
+    assert z[at - 30:at - 26] == b"PK\x03\x04", "the first occurrence is the local header"
+    z[at + len(b"archive/data.pk")] = ord("x")
+    c.add("benign/heldout/zip_local_name_mismatch.pt", bytes(z), source="generated",
+          family="benign:zip-name-mismatch", made_as="benign", intended="clean",
+          notes="torch.save output whose local header names archive/data.pkx where the central directory says "
+                "archive/data.pkl: torch (miniz) reads the data past the local header whatever its name.")
+    c.add("benign/heldout/range_protocol2.pt", torch_zip({"steps": range(0, 10, 2), "w": sd["fc.weight"]}, protocol=2),
+          source="generated", family="benign:py2-name", made_as="benign", intended="extras-only",
+          notes="torch.save at protocol 2 of a range: Python writes __builtin__ xrange, which its unpickler "
+                "maps back to builtins.range (_compat_pickle.NAME_MAPPING).")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zo:
+        for name, content in zip_members(torch_zip(sd)):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED if name.endswith(".pkl") else zipfile.ZIP_STORED
+            zo.writestr(info, content)
+    c.add("benign/heldout/deflated_data_pkl.pt", buf.getvalue(), source="generated",
+          family="benign:deflated-pickle", made_as="benign", intended="clean",
+          notes="a torch.save zip rewritten with data.pkl deflated (tensor records stored): torch.load inflates it.")
+    t = torch.arange(6, dtype=torch.float32)
+    data = torch_zip({"w": _WriteIntoTensor(t)})
+    loaded = torch.load(io.BytesIO(data))["w"]
+    stored = dict(zip_members(data))["archive/data/0"]
+    assert loaded[0].item() == 42.0 and struct.unpack("<f", stored[:4])[0] == 0.0, "the write did not happen"
+    c.add("gen/setitems_tensor.pt", data, source="generated", family="loader:tensor-write", tensor_written=True,
+          notes="data.pkl rebuilds a tensor with torch._utils._rebuild_tensor_v2 and then writes into it with "
+                "SETITEMS {0: 42.0}: torch.load returns w[0] == 42.0 while the stored bytes say 0.0 (checked by "
+                "the generator with torch.load).")
+
+
 def _plain_members(sd, payload=None):
     """The members of torch_zip(sd), optionally with a payload in data.pkl."""
     tr = (lambda d: splice_end(d, p_reduce(*payload))) if payload else None
@@ -1589,8 +1706,11 @@ def verdict(rel, data, results, allow, intended):
     ref_only = sorted(g for g in referenced if g not in called and g not in allow and not is_extra(g))
     all_failed = all(errors.values())
     e = collections.OrderedDict()
+    ref_denied = [g for g in ref_only if is_denied(g)]
     if danger:
         v, exits = "malicious", [1]
+    elif ref_denied:
+        v, exits = "dangerous-reference", [1]
     elif extras:
         v, exits = "extras-only", [0, 1]
     elif all_failed:
@@ -1622,6 +1742,8 @@ def verdict(rel, data, results, allow, intended):
         e["extras_called"] = extras
     if ref_only:
         e["referenced_only"] = ref_only
+    if v == "dangerous-reference":
+        e["must_name"] = [spellings(g) for g in ref_denied]
     if missing:
         e["missing"] = sorted(missing)
     if v in ("dormant",):
@@ -1667,6 +1789,7 @@ def main():
         shutil.rmtree(os.path.join(HERE, d), ignore_errors=True)
     c = Corpus(HERE)
     gen_families(c)
+    gen_heldout(c)
     gen_recreated(c)
     facts = gen_benign(os.path.join(HERE, "benign", "t113"), "t113")
     for name, f in facts.items():
@@ -1738,7 +1861,11 @@ def main():
     for rel, e in c.entries.items():
         with open(os.path.join(HERE, rel), "rb") as f:
             data = f.read()
-        v = verdict(rel, data, results[rel], union, e.get("intended"))
+        v = verdict(rel, data, results[rel], union, None if e.get("tensor_written") else e.get("intended"))
+        if e.get("tensor_written"):  # torch.load's own values differ from the stored bytes (gen_heldout)
+            if v["verdict"] != "clean":
+                raise SystemExit("%s: a tensor write with other calls: %s" % (rel, v["verdict"]))
+            v["verdict"], v["exit"] = "tampered", [1]
         if e.get("format") == "safetensors":
             v["verdict"], v["exit"] = "clean", [0]
             v.pop("torch_refuses", None)
@@ -1786,12 +1913,17 @@ def main():
         environments={k: {"python": v["python"], "torch": v["torch"]} for k, v in allows.items()},
         weights_only_allowlists={k: v["allow"] for k, v in allows.items()},
         extra_candidates=sorted(EXTRA_CANDIDATES) + [p + "*" for p in EXTRA_PREFIXES],
+        denied_references=sorted(DENIED_NAMES) + [m + ".*" for m in DENIED_MODULES],
         verdicts={
             "malicious": "exit 1; a dangerous-global finding names every must_name entry (any spelling)",
             "extras-only": "exit 0 or 1: only vetted-extra candidates are called (extras_called)",
             "dormant": "exit 0 or 1: a dangerous global sits in a pickle torch.load / pickle.load never run",
             "refused": "exit 0, 1 or 3: every loader raised before calling anything (torch_refuses)",
             "referenced-only": "exit 0 with an unknown-global warning and no error",
+            "dangerous-reference": "exit 1: a global of DENIED_MODULES / DENIED_NAMES is only referenced (handed to "
+                                   "the loading code uncalled); a dangerous-global finding names each must_name entry",
+            "tampered": "exit 1 with a tensor-mutated finding: torch.load returns tensor values that differ from the "
+                        "stored bytes (the pickle writes into a rebuilt tensor)",
             "clean": "exit 0"},
         skipped_public=json.load(open(os.path.join(HERE, "public", "SKIPPED.json"))),
     )

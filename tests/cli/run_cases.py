@@ -62,7 +62,20 @@ def main():
         if "stdin_file" in case:
             with open(os.path.join(args.root, case["stdin_file"]), "rb") as f:
                 stdin = f.read()
-        p = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, timeout=60, input=stdin)
+        sink = case.get("stdout_to")  # "/dev/full" or "closed-pipe": stdout that cannot be written
+        if sink:
+            if sink == "closed-pipe":
+                r, w = os.pipe()
+                os.close(r)
+                target = os.fdopen(w, "wb")
+            else:
+                target = open(sink, "wb")
+            with target:
+                p = subprocess.run(cmd, cwd=args.root, env=env, stdout=target, stderr=subprocess.PIPE, timeout=60,
+                                   input=stdin)
+            p.stdout = b""
+        else:
+            p = subprocess.run(cmd, cwd=args.root, env=env, capture_output=True, timeout=60, input=stdin)
         # Not UTF-8 would be a finding of its own (the *_terminal_safe checks), not a crash of the runner.
         out, err = p.stdout.decode(errors="surrogateescape"), p.stderr.decode(errors="surrogateescape")
         problems = []

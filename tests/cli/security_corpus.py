@@ -9,10 +9,11 @@ directory with CKPT_SENTINEL pointing into it:
     ckpt check FILE, ckpt check --json FILE, ckpt summary FILE
 
 and checks:
-- the exit status of `check` is one of the file's `exit` (malicious: 1; clean / referenced-only: 0;
+- the exit status of `check` is one of the file's `exit` (malicious, dangerous-reference, tampered: 1; clean / referenced-only: 0;
   extras-only and dormant: 0 or 1; refused: 0, 1 or 3), and the same with --json; JSON `failed` agrees;
-- a malicious file has a dangerous-global finding whose `where` names each global of `must_name`
-  (any listed spelling); a referenced-only file has an unknown-global finding and no error;
+- a malicious or dangerous-reference file has a dangerous-global finding whose `where` names each
+  global of `must_name` (any listed spelling); a referenced-only file has an unknown-global finding and
+  no error; a tampered file has a tensor-mutated finding;
 - stdout and stderr of all three are clean: UTF-8, no control character but newline; stderr at most one line,
   `ckpt: error: ...`; the text report's lines have the documented shapes; --json prints one document,
   valid against schemas/ckpt.check-1.schema.json;
@@ -145,7 +146,7 @@ def main():
                 if doc.get("failed") != (jrc == 1):
                     problems.append("check --json: failed=%r with exit %d" % (doc.get("failed"), jrc))
             dangerous = [w for f in findings if f.get("id") == "dangerous-global" for w in f.get("where", [])]
-            if verdict == "malicious" and rc == 1:
+            if verdict in ("malicious", "dangerous-reference") and rc == 1:
                 for alts in e.get("must_name", []):
                     if not names(dangerous, alts):
                         problems.append("no dangerous-global finding names %s" % " / ".join(alts))
@@ -156,6 +157,8 @@ def main():
                 if any(f.get("severity") == "error" for f in findings):
                     problems.append("an error finding on a file that only references globals: %s"
                                     % ", ".join(f["id"] for f in findings if f.get("severity") == "error"))
+            if verdict == "tampered" and doc is not None and not any(f.get("id") == "tensor-mutated" for f in findings):
+                problems.append("no tensor-mutated finding (torch.load returns values other than the stored bytes)")
             if verdict == "extras-only" and rc is not None:
                 flagged = [x for x in e.get("extras_called", []) if names(dangerous, [x])]
                 notes.append("NOTE %s: extras-only, exit %d; extras called: %s; named dangerous: %s"
