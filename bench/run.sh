@@ -15,6 +15,8 @@
 #                           python3 on PATH (not a pyenv shim: that adds ~0.1 s of bash per start)
 #   TORCH_PY=/usr/bin/python3  interpreter with torch (Debian's torch 1.13)
 #   CPU_LOAD=0              1: also time torch.load(map_location='cpu') (reads all 3.1 GB; slow)
+#   COLD=1                  also the "[cold cache]" rows: ckpt summary and py_unpickler with the page
+#                           cache dropped before every run (root only; 0 leaves them out)
 #   ONLY=                   gpt2 or 100k: one file only
 set -u
 
@@ -28,6 +30,7 @@ TORCH_RUNS=${TORCH_RUNS:-3}
 WARMUP=${WARMUP:-0}
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 CPU_LOAD=${CPU_LOAD:-0}
+COLD=${COLD:-1}
 ONLY=${ONLY:-}
 if [ -z "${PY:-}" ]; then
   if [ -x /usr/bin/python3 ]; then
@@ -84,6 +87,11 @@ bench_file() { # label path
     "${MEASURE[@]}" run "$TSV" "$label" "ckpt summary --json" "$RUNS" "$WARMUP" -- "$CKPT" summary --json "$file"
   fi
   "${MEASURE[@]}" run "$TSV" "$label" "py_unpickler" "$RUNS" "$WARMUP" -- "$PY" bench/py_unpickler.py "$file"
+  if [ "$COLD" = 1 ]; then  # peak RSS and time with nothing of the file in the page cache
+    [ "$HAVE_CKPT" = 1 ] && COLD=1 "${MEASURE[@]}" run "$TSV" "$label" "ckpt summary --json [cold cache]" 3 0 \
+      -- "$CKPT" summary --json "$file"
+    COLD=1 "${MEASURE[@]}" run "$TSV" "$label" "py_unpickler [cold cache]" 3 0 -- "$PY" bench/py_unpickler.py "$file"
+  fi
   if ! "${MEASURE[@]}" run "$TSV" "$label" "torch.load(map_location='meta')" "$TORCH_RUNS" "$WARMUP" \
        -- "$TORCH_PY" -c "$LOAD_META" "$file"; then
     # Exit 3: meta failed and the cpu fallback worked; time the fallback under its own name.
