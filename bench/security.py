@@ -7,8 +7,9 @@ Runs `ckpt check --json FILE` (default --fail-on error) on every file of
 testdata/security/expected.json, whose verdicts come from Python itself (gen_security.py's oracle:
 what torch.load(weights_only=False) / pickle.load would call), and prints:
 
-- detection rate: malicious files (a non-allowlisted global is called or built) with exit status 1,
-  over all malicious files; how many of those also name every expected global (`must_name`) in a
+- detection rate: malicious files (a non-allowlisted global is called or built), dangerous-reference
+  files (a denylisted global handed to the loader uncalled) and tampered files (the pickle writes into a
+  tensor) with exit status 1, over all of them; how many of those also name every expected global (`must_name`) in a
   dangerous-global finding; and the rate over attack files alone (the malicious verdict also covers
   real torch.save outputs of a user-defined nn.Module class, which the rule counts as dangerous);
 - false-positive rate: benign files (verdict clean or referenced-only) with exit status 1, over all
@@ -87,7 +88,9 @@ def main():
     by = collections.defaultdict(list)
     for r in rows:
         by[r[1]["verdict"]].append(r)
-    mal = by["malicious"]
+    # To be flagged (exit 1): a call or build (malicious), a denylisted object handed over uncalled
+    # (dangerous-reference), a tensor written into by the pickle (tampered).
+    mal = by["malicious"] + by["dangerous-reference"] + by["tampered"]
     caught = [r for r in mal if r[2] == 1]
     caught_named = [r for r in caught if r[4]]
     attacks = [r for r in mal if r[1]["made_as"] != "benign"]
@@ -114,7 +117,7 @@ def main():
     print("ckpt: %s (%s)" % (ckpt, subprocess.run([ckpt, "--version"], capture_output=True, text=True).stdout.strip()))
     print("corpus: %d files (%s)\n" % (len(rows), ", ".join("%s %d" % (k, len(v)) for k, v in sorted(by.items()))))
     table(["measure", "value"], [
-        ["detection (malicious, exit 1)", pct(len(caught), len(mal))],
+        ["detection (malicious + dangerous-reference + tampered, exit 1)", pct(len(caught), len(mal))],
         ["  of which every expected global named", pct(len(caught_named), len(mal))],
         ["  attack files only (not benign saves of user classes)", pct(sum(r[2] == 1 for r in attacks), len(attacks))],
         ["false positives (clean + referenced-only, exit 1)", pct(len(fp), len(benign))],

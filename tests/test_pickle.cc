@@ -139,3 +139,68 @@ TEST_CASE("pickle: big integers and the legacy magic number") {
   std::string p("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
   CHECK(load_plain(p) == "119547037146038801333356");
 }
+
+// Protocol-0 numbers as CPython 3.11's C unpickler reads them (each expectation below is what
+// pickle.loads returned for the same bytes: load_put / load_get use int(line, 10), load_long
+// int(line, 0), load_int strtol(line, 0) and then int(line, 0)).
+TEST_CASE("pickle: protocol-0 PUT / GET / INT / LONG follow Python's int() rules") {
+  for (const char* key : {"+0_1", " 0002 ", "01", "\t3\v"}) {
+    CAPTURE(key);
+    CHECK(load_plain(std::string("(lp") + key + "\n0g" + key + "\n.") == nlohmann::json::array());
+  }
+  for (const char* key : {"0x1", "1_", "1__0"}) {
+    CAPTURE(key);
+    CHECK(error_of(std::string("(lp") + key + "\n0g" + key + "\n.").find("is not an integer") != std::string::npos);
+  }
+  CHECK(load_plain("I010\n.") == 8);
+  CHECK(load_plain("I0x10\n.") == 16);
+  CHECK(load_plain("I 12 \n.") == 12);
+  CHECK(load_plain("I1_0\n.") == 10);
+  CHECK(load_plain("I0o7\n.") == 7);
+  CHECK(load_plain("I00\n.") == false);
+  CHECK(load_plain("I01\n.") == true);
+  CHECK(load_plain("I 01\n.") == 1);
+  CHECK(error_of("I+0_1\n.").find("is not an integer") != std::string::npos);
+  CHECK(error_of("I1L\n.").find("is not an integer") != std::string::npos);
+  CHECK(load_plain("L 12 \n.") == 12);
+  CHECK(load_plain("L12L\n.") == 12);
+  CHECK(load_plain("L0x10\n.") == 16);
+  CHECK(error_of("L010\n.").find("is not an integer") != std::string::npos);
+  CHECK(error_of("L+0_1\n.").find("is not an integer") != std::string::npos);
+  CHECK(load_plain("L0x1950A86A20F9469CFC6C\n.") == "119547037146038801333356");  // torch's legacy magic number
+}
+
+// CPython reads a BINBYTES payload with _Unpickler_ReadInto: contiguous, also past the end of a FRAME and
+// also from a file object (pickle.Unpickler(io.BytesIO(b)).load() == b'abcdefghij' for these bytes).
+TEST_CASE("pickle: a BINBYTES payload that overruns its FRAME reads on contiguously") {
+  const std::string b = B("\x80\x04\x95\x08\x00\x00\x00\x00\x00\x00\x00"
+                          "B\x0a\x00\x00\x00"
+                          "abcdefghij.");
+  for (const bool as_file : {false, true}) {
+    CAPTURE(as_file);
+    auto f = MappedFile::from_memory(b, "mem.pkl");
+    Heap heap;
+    const Unpickled u = unpickle(f->view(), 0, heap, Limits{}, nullptr, as_file);
+    REQUIRE(u.root->kind == PKind::Bytes);
+    CHECK(u.root->s == "abcdefghij");
+  }
+}
+
+// load_inst looks for the MARK before it reads the module line: nothing is imported.
+TEST_CASE("pickle: INST without a MARK names no global") {
+  auto f = MappedFile::from_memory("iposix\nsystem\n.", "mem.pkl");
+  Heap heap;
+  std::vector<GlobalRef> seen;
+  CHECK_THROWS_AS(unpickle(f->view(), 0, heap, Limits{}, &seen), InputError);
+  CHECK(seen.empty());
+}
+
+// _compat_pickle: NAME_MAPPING for a module and name pair, then IMPORT_MAPPING for the module.
+TEST_CASE("pickle: Python 2 names map as Python 3's unpickler maps them") {
+  CHECK(python3_global("__builtin__", "xrange") == std::pair<std::string_view, std::string_view>{"builtins", "range"});
+  CHECK(python3_global("__builtin__", "reduce") == std::pair<std::string_view, std::string_view>{"functools", "reduce"});
+  CHECK(python3_global("__builtin__", "len") == std::pair<std::string_view, std::string_view>{"builtins", "len"});
+  CHECK(python3_global("copy_reg", "_reconstructor") ==
+        std::pair<std::string_view, std::string_view>{"copyreg", "_reconstructor"});
+  CHECK(python3_global("torch", "Tensor") == std::pair<std::string_view, std::string_view>{"torch", "Tensor"});
+}

@@ -39,6 +39,13 @@ Verdicts (`verdict`, with the exit statuses `ckpt check` may give at --fail-on e
                    format's sys_info, a second concatenated pickle): exit [0, 1];
 - refused          every loader raised before calling anything (`torch_refuses` gives the reasons):
                    not counted as a missed detection; exit [0, 1, 3] (`nothing_scannable`);
+- dangerous-reference  nothing dangerous is called, but a global of DENIED_MODULES / DENIED_NAMES
+                   (os, posix, subprocess, builtins.eval, ...: the categories the public scanners agree
+                   on) is imported and handed to the loading code: exit [1], a dangerous-global finding
+                   naming each of `must_name`;
+- tampered         (gen_heldout's setitems_tensor.pt) the pickle writes into a tensor it rebuilt, which
+                   the generator proves with torch.load itself (the loaded value differs from the stored
+                   bytes): exit [1] with a tensor-mutated finding;
 - referenced-only  a non-allowlisted global is imported but never called: exit [0], with an
                    unknown-global finding and no error;
 - clean            exit [0].
