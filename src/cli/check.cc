@@ -142,10 +142,10 @@ int run_check(const CheckOptions& o) {
     if (format == OutputFormat::Json) {
       const std::string doc = check_json_text(rep);
       const std::string text = in.several ? json_line(doc) : doc;
-      std::fwrite(text.data(), 1, text.size(), out);
+      write_output(out, text);
     } else if (format == OutputFormat::Text) {
       const std::string text = render_check_text(rep, use_color(STDOUT_FILENO));
-      std::fwrite(text.data(), 1, text.size(), out);
+      write_output(out, text);
     }
     if (!rep.read_error.empty()) {
       flush_output(out);
@@ -160,7 +160,7 @@ int run_check(const CheckOptions& o) {
   if (format == OutputFormat::Sarif) {
     const std::string out = in.several ? check_sarif_text(reports, CKPT_VERSION, CKPT_HOMEPAGE_URL)
                                        : check_sarif_text(reports.front(), CKPT_VERSION, CKPT_HOMEPAGE_URL);
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_output(stdout, out);
   } else if (format == OutputFormat::Text && in.several) {
     size_t by[4] = {0, 0, 0, 0};  // pass, fail, incomplete, unscanned: CheckStatus's order
     for (const CheckReport& r : reports) ++by[static_cast<size_t>(r.status())];

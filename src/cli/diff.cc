@@ -58,7 +58,7 @@ int run_diff(const DiffCliOptions& o) {
   const DiffResult r = diff_checkpoints(*a, *b, d);
   progress.clear();
   const std::string out = o.wants_json() ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_output(stdout, out);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   delete a;
   delete b;

@@ -242,17 +242,10 @@ std::vector<Finding> security_named(const std::string& name, const Checkpoint* c
                         : security_findings(*stdin_file(limits), limits);
 }
 
-static std::atomic<int> g_output_errno{0};  // flush_output
-
 void flush_output(std::FILE* f) {
   errno = 0;
-  if (std::fflush(f) != 0 || std::ferror(f)) {
-    int expected = 0;
-    g_output_errno.compare_exchange_strong(expected, errno ? errno : EIO);
-  }
+  if (std::fflush(f) != 0 || std::ferror(f)) note_output_errno(errno);
 }
-
-int output_errno() { return g_output_errno.load(); }
 
 std::string json_line(const std::string& doc) {
   std::string out;
@@ -311,7 +304,7 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
   if (plan.header) fmt::print(out, "(not read: {})\n", visible(msg));
   if (!plan.error_records_for.empty()) {
     const std::string rec = error_record(plan.error_records_for, item.name, msg, rc);
-    std::fwrite(rec.data(), 1, rec.size(), out);
+    write_output(out, rec);
   }
   flush_output(out);
   fmt::print(err, "ckpt: error: {}\n", msg);
@@ -392,7 +385,7 @@ int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const I
       s = std::move(slots[i]);
       slots[i] = Slot{};
     }
-    std::fwrite(s.out.data(), 1, s.out.size(), plan.out);
+    write_output(plan.out, s.out);
     flush_output(plan.out);
     std::fwrite(s.err.data(), 1, s.err.size(), plan.err);
     worst = worse_exit(worst, s.rc);

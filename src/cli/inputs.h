@@ -75,10 +75,8 @@ std::vector<Finding> security_named(const std::string& name, const Checkpoint* c
 
 // A JSON document printed over several lines as one line (JSON Lines): ckpt's writers put raw newlines
 // only between tokens (strings escape theirs), so dropping each newline and the indent after it is exact.
-// fflush(f) that remembers the errno of the first flush that failed (a full disk, a closed pipe):
-// by the time main sees ferror(stdout), errno says something else. output_errno(): 0 when none failed.
+// fflush(f) that keeps the errno of the first flush that failed (note_output_errno, core/error.h).
 void flush_output(std::FILE* f);
-int output_errno();
 
 std::string json_line(const std::string& doc);
 

@@ -179,7 +179,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   rep.peak_rss = peak_rss_bytes();
   std::string text = o.wants_json() ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
   if (o.wants_json() && several) text = json_line(text);
-  std::fwrite(text.data(), 1, text.size(), out);
+  write_output(out, text);
   flush_output(out);
   // With several inputs each file's tensors and mapping go before the next is loaded (device memory).
 #if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)

@@ -10,7 +10,6 @@
 #include <new>
 #include <system_error>
 
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/precheck.h"
@@ -40,7 +39,7 @@ struct Command {
 int checked(int rc) {
   ckpt::cli::flush_output(stdout);
   if (!std::ferror(stdout)) return rc;
-  const int err = ckpt::cli::output_errno() ? ckpt::cli::output_errno() : EIO;
+  const int err = ckpt::output_errno() ? ckpt::output_errno() : EIO;
   std::fprintf(stderr, "ckpt: error: cannot write to standard output: %s\n", std::strerror(err));
   return ckpt::kExitEnvironment;
 }
@@ -50,10 +49,6 @@ int checked(int rc) {
 int main(int argc, char** argv) {
   // A closed pipe is a write error (EPIPE) that ckpt reports, not a silent death by SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
-  // Not a terminal: one large buffer, so that the writes happen in flush_output, which keeps the reason
-  // a write failed (a report larger than the buffer that fails mid-way reads "Input/output error").
-  static char out_buffer[1 << 20];
-  if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
   using namespace ckpt::cli;
   CLI::App app{
       "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"

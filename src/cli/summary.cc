@@ -141,7 +141,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
   for (Finding& x : security_named(name, &ck, lim)) s.findings.push_back(std::move(x));
   if (format == OutputFormat::Json && several) {
     const std::string line = json_line(summary_json_text(s));
-    std::fwrite(line.data(), 1, line.size(), out);
+    write_output(out, line);
   } else if (format == OutputFormat::Json) {
     write_summary_json(s, out);
   } else {

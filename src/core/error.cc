@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cerrno>
+
 #include "core/text.h"
 
 namespace ckpt {
@@ -56,6 +59,22 @@ std::string describe_limits() {
   std::string out;
   for (const LimitField& f : kLimitFields) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", f.name, d.*f.field);
   return out;
+}
+
+namespace {
+std::atomic<int> g_output_errno{0};
+}  // namespace
+
+void note_output_errno(int err) {
+  int none = 0;
+  g_output_errno.compare_exchange_strong(none, err ? err : EIO);
+}
+
+int output_errno() { return g_output_errno.load(); }
+
+void write_output(std::FILE* f, std::string_view bytes) {
+  errno = 0;
+  if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) note_output_errno(errno);
 }
 
 }  // namespace ckpt

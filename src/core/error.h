@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ckpt {
 
@@ -84,5 +86,12 @@ struct Limits {
 std::string set_limit(Limits& limits, const std::string& name, const std::string& value);
 // "name=default, ..." for help texts.
 std::string describe_limits();
+
+// Output that cannot be written (a full disk, a closed pipe) is exit 4 (main). By the time main looks,
+// errno says something else, so the first failure's errno is kept here: write_output is fwrite that
+// notes it, output_errno() gives it (0: none failed).
+void write_output(std::FILE* f, std::string_view bytes);
+void note_output_errno(int err);
+int output_errno();
 
 }  // namespace ckpt

@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <unordered_map>
+
+#include <sys/mman.h>
 
 #include "core/pickle_text.h"
 
@@ -25,8 +28,16 @@ std::string Value::qualified() const {
 void* Heap::alloc(size_t bytes, size_t align) {
   size_t pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
   if (cur_ == nullptr || pad + bytes > left_) {
-    const size_t block = std::max<size_t>(bytes + align, 1 << 20);
-    blocks_.emplace_back(new unsigned char[block]);
+    // 256 KiB, doubling up to 4 MiB: a small pickle populates little, a large one few blocks.
+    const size_t grow = std::min<size_t>(size_t{256} << 10 << std::min<size_t>(blocks_.size(), 4), size_t{4} << 20);
+    const size_t block = std::max<size_t>(bytes + align, grow);
+#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
+    blocks_.emplace_back(new unsigned char[block], Unmap{0});  // the sanitizer sees every block
+#else
+    void* m = ::mmap(nullptr, block, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    blocks_.emplace_back(static_cast<unsigned char*>(m), Unmap{block});
+#endif
     cur_ = blocks_.back().get();
     left_ = block;
     pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
@@ -35,6 +46,11 @@ void* Heap::alloc(size_t bytes, size_t align) {
   cur_ += pad + bytes;
   left_ -= pad + bytes;
   return p;
+}
+
+void Heap::Unmap::operator()(unsigned char* p) const {
+  if (size == 0) delete[] p;  // sanitizer builds
+  else ::munmap(p, size);
 }
 
 void Kids::push(Heap& h, Value* v) {

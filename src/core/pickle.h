@@ -167,7 +167,13 @@ class Heap {
   size_t size() const { return count_; }
 
  private:
-  std::vector<std::unique_ptr<unsigned char[]>> blocks_;
+  // Blocks mapped with their pages populated up front: one system call instead of a page fault per
+  // 4 KiB touched (a fault costs ~10 us in a paravirtualized VM; summary's time is mostly these).
+  struct Unmap {
+    size_t size;  // 0: a new[] block (sanitizer builds)
+    void operator()(unsigned char* p) const;
+  };
+  std::vector<std::unique_ptr<unsigned char[], Unmap>> blocks_;
   unsigned char* cur_ = nullptr;
   size_t left_ = 0;
   size_t count_ = 0;

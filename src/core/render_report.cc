@@ -97,7 +97,7 @@ std::string check_json_text(const CheckReport& r) {
 
 void write_check_json(const CheckReport& r, std::FILE* f) {
   const std::string out = check_json_text(r);
-  std::fwrite(out.data(), 1, out.size(), f);
+  write_output(f, out);
 }
 
 // ---- diff ----

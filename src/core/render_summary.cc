@@ -370,7 +370,7 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
 
 Flush file_flush(std::FILE* f) {
   return [f](std::string& buf) {
-    std::fwrite(buf.data(), 1, buf.size(), f);
+    write_output(f, buf);
     buf.clear();
   };
 }
