@@ -167,10 +167,10 @@ class Heap {
   size_t size() const { return count_; }
 
  private:
-  // Blocks mapped with their pages populated up front: one system call instead of a page fault per
-  // 4 KiB touched (a fault costs ~10 us in a paravirtualized VM; summary's time is mostly these).
+  // The first block comes from malloc; later ones are mapped with their pages populated up front: one
+  // system call instead of a page fault per 4 KiB touched (~10 us each in a paravirtualized VM).
   struct Unmap {
-    size_t size;  // 0: a new[] block (sanitizer builds)
+    size_t size;  // 0: a new[] block
     void operator()(unsigned char* p) const;
   };
   std::vector<std::unique_ptr<unsigned char[], Unmap>> blocks_;

@@ -210,6 +210,16 @@ def run(t):
     rc, rep, err = load_json(t, "--device", "cpu", nan_inf)
     t.check(rc == 0 and rep and rep["stream"] is None, f"cpu: no stream object: {rep and rep.get('stream')}")
 
+    # 7c. A report that cannot be written (a full disk): exit 4 naming the reason, on meta and on cpu
+    #     (ckpt forks ckpt-torch there), never exit 0 with a truncated report.
+    for device in ("meta", "cpu"):
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([t.ckpt, "load", "--device", device, nan_inf], stdout=full, stderr=subprocess.PIPE,
+                               timeout=120)
+        err = p.stderr.decode(errors="replace")
+        t.check(p.returncode == 4 and "cannot write to standard output: No space left on device" in err,
+                f"load --device {device} > /dev/full: rc {p.returncode} {err!r}")
+
     # 8. TorchScript that the linked LibTorch cannot compile: exit 3 naming the missing operator and the version.
     rc, out, err = load(t, "--device", "meta", os.path.join(td, "ts113", "edited_sdpa.pt"))
     t.check(rc == 3 and "aten::scaled_dot_product_attention" in err and "LibTorch" in err and "code/" in err,
