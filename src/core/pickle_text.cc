@@ -285,6 +285,30 @@ std::string raw_unicode_escape(std::string_view in) {
 }
 
 
+namespace {
+
+// Big integers as base-1e9 limbs, little-endian: value = value * base + digit.
+void limbs_muladd(std::vector<uint32_t>& limbs, uint64_t base, uint64_t digit) {
+  uint64_t carry = digit;
+  for (uint32_t& l : limbs) {
+    const uint64_t y = static_cast<uint64_t>(l) * base + carry;
+    l = static_cast<uint32_t>(y % 1000000000);
+    carry = y / 1000000000;
+  }
+  for (; carry; carry /= 1000000000) limbs.push_back(static_cast<uint32_t>(carry % 1000000000));
+}
+
+// Magnitude in base-1e9 limbs (little-endian) to decimal text.
+std::string limbs_decimal(const std::vector<uint32_t>& limbs, bool neg) {
+  size_t top = limbs.size();
+  while (top > 1 && limbs[top - 1] == 0) --top;
+  std::string out = std::to_string(limbs[top - 1]);
+  for (size_t k = top - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
+  return neg && out != "0" ? "-" + out : out;
+}
+
+}  // namespace
+
 std::string bigint_decimal(const Value* v) {
   if (v->kind != PKind::BigInt) return {};
   std::string_view b = v->s;
@@ -305,21 +329,8 @@ std::string bigint_decimal(const Value* v) {
     }
   }
   std::vector<uint32_t> limbs{0};
-  for (size_t k = mag.size(); k-- > 0;) {
-    uint64_t carry = mag[k];
-    for (auto& l : limbs) {
-      uint64_t y = static_cast<uint64_t>(l) * 256 + carry;
-      l = static_cast<uint32_t>(y % 1000000000);
-      carry = y / 1000000000;
-    }
-    while (carry) {
-      limbs.push_back(static_cast<uint32_t>(carry % 1000000000));
-      carry /= 1000000000;
-    }
-  }
-  std::string out = std::to_string(limbs.back());
-  for (size_t k = limbs.size() - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
-  return neg ? "-" + out : out;
+  for (size_t k = mag.size(); k-- > 0;) limbs_muladd(limbs, 256, mag[k]);
+  return limbs_decimal(limbs, neg);
 }
 
 
@@ -334,14 +345,6 @@ int digit_value(char c) {
   return 99;
 }
 
-// Magnitude in base-1e9 limbs (little-endian) to decimal text.
-std::string limbs_decimal(const std::vector<uint32_t>& limbs, bool neg) {
-  size_t top = limbs.size();
-  while (top > 1 && limbs[top - 1] == 0) --top;
-  std::string out = std::to_string(limbs[top - 1]);
-  for (size_t k = top - 1; k-- > 0;) out += fmt::format("{:09d}", limbs[k]);
-  return neg && out != "0" ? "-" + out : out;
-}
 
 }  // namespace
 
@@ -388,13 +391,7 @@ std::optional<PyInt> py_int(std::string_view line, int base) {
     if (d >= base) return std::nullopt;
     if (fits && small <= (UINT64_MAX - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) small = small * base + d;
     else fits = false;
-    uint64_t carry = static_cast<uint64_t>(d);
-    for (uint32_t& l : limbs) {
-      const uint64_t y = static_cast<uint64_t>(l) * static_cast<uint64_t>(base) + carry;
-      l = static_cast<uint32_t>(y % 1000000000);
-      carry = y / 1000000000;
-    }
-    if (carry) limbs.push_back(static_cast<uint32_t>(carry));
+    limbs_muladd(limbs, static_cast<uint64_t>(base), static_cast<uint64_t>(d));
   }
   PyInt out;
   if (fits && (small <= static_cast<uint64_t>(INT64_MAX) || (neg && small == static_cast<uint64_t>(INT64_MAX) + 1))) {
