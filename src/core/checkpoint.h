@@ -114,10 +114,17 @@ struct Module {
 };
 
 // TorchScript classes as declared in an archive's code/ (see torchscript.h).
+struct TsLine {
+  uint32_t line = 0;  // 1-based line in its file
+  std::string text;  // without its indent
+  uint32_t indent = 0;  // spaces before text
+};
+
 struct TsMethod {
   std::string name;
   std::vector<std::string> self_calls;  // methods of the same object it calls: (self).name( / self.name(
-  std::vector<std::pair<uint32_t, std::string>> body;  // (1-based line in its file, text without indent)
+  std::vector<TsLine> body;  // the statements, after the signature
+  std::string signature;  // "(self: __torch__.M,\n    x: Tensor) -> Tensor" (every line of it, the name left out)
 };
 
 struct TsClass {
@@ -128,6 +135,7 @@ struct TsClass {
   std::vector<std::pair<std::string, std::string>> attributes;  // name -> declared type
   std::vector<TsMethod> methods;
   std::string file;  // "code/__torch__/torch/nn/modules/conv.py"
+  bool functions = false;  // not a class: the file's free functions (top-level defs); qualified is the file's module
   bool is_module() const { return base == "Module"; }
 };
 
@@ -151,6 +159,17 @@ struct Location {
   std::optional<uint64_t> offset;  // byte offset in the member's (or, member "", the file's) pickle bytes
   std::string opcode;  // the pickle opcode naming the global: GLOBAL, STACK_GLOBAL, INST, ...
   std::string global;  // "posix.system"
+  std::optional<uint32_t> line = std::nullopt;  // TorchScript code: the 1-based line in member
+  std::string function = {};  // TorchScript code: the function or method holding that line
+};
+
+// What dynamo (torch.compile) does at a finding's sites, for the compile rules: measured on the torch
+// versions named, by testdata/gen_compile.py.
+struct CompileFacts {
+  std::vector<std::string> breaks_on;  // the torch versions whose dynamo graph-breaks there ("2.6", "2.14")
+  std::vector<std::pair<std::string, std::vector<std::string>>> fixed_by;  // version -> torch._dynamo.config flags,
+                                                                          // each one alone removing the break there
+  std::vector<std::string> entries;  // the root's methods reaching the sites, forward first
 };
 
 // Made by findings.cc; here because Summary carries them to the renderers.
@@ -161,6 +180,7 @@ struct Finding {
   std::string fix;
   std::vector<std::string> where;  // for humans
   std::vector<Location> locations = {};  // index-aligned with where; shorter (or empty) where none apply
+  std::optional<CompileFacts> compile = std::nullopt;  // the compile rules' measured dynamo facts
 };
 
 // ---- metadata: typed here, written to summary's JSON `metadata` by metadata_json alone ----
@@ -228,6 +248,8 @@ struct TorchScriptInfo {
   std::vector<TsExtraFile> extra_files;
   bool mobile = false;  // bytecode.pkl: a lite-interpreter archive
   std::vector<TsMethodInfo> methods;  // summary's JSON `methods`
+  std::string root_class;  // "__torch__.model.Net": the class of data.pkl's root object
+  bool traced = false;  // a code/*.debug_pkl names torch.jit.trace's frames: (part of) the code was traced
 };
 
 struct ShardInfo {

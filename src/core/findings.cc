@@ -9,6 +9,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "core/compile_rules.h"
 #include "core/reader.h"
 #include "core/sharded.h"
 #include "core/text.h"
@@ -36,18 +37,30 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"empty-init-compile", Severity::Warning, "Lightning checkpoint with compiled-submodule keys",
        "don't run compiled submodules inside init_module(empty_init=...): load first, compile after, or strip '_orig_mod.' and "
        "load into the uncompiled module"},
-      {"data-dependent-control-flow", Severity::Warning, "TorchScript branches on a tensor value",
-       "use torch.cond or torch.where instead of Python control flow on tensor values"},
-      {"tensor-item", Severity::Warning, "TorchScript aten::item / prim::tolist",
-       "avoid .item() / .tolist() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"},
-      {"dynamic-shape-op", Severity::Warning, "TorchScript ops with data-dependent output shapes",
-       "set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or use a fixed-shape alternative (torch.where)"},
+      {"data-dependent-control-flow", Severity::Warning,
+       "TorchScript code where a tensor's value decides a branch or a loop (bool(t), torch.is_nonzero, torch.equal)",
+       "select with torch.where, or branch with torch.cond; no torch._dynamo.config flag removes this break"},
+      {"tensor-item", Severity::Warning, "TorchScript code that makes a tensor a Python number (.item(), int(t), float(t), .tolist())",
+       "keep the value a tensor, or set torch._dynamo.config.capture_scalar_outputs = True where the finding says it is enough"},
+      {"dynamic-shape-op", Severity::Warning,
+       "TorchScript ops with data-dependent output shapes (nonzero, x[mask], one-argument where, unique, masked_select, bincount, "
+       "repeat_interleave with a tensor count)",
+       "set torch._dynamo.config.capture_dynamic_output_shape_ops = True where the finding says it is enough, or use a "
+       "fixed-shape alternative (torch.where)"},
       {"extra-entry-methods", Severity::Warning, "TorchScript methods callable besides forward",
        "Fabric: fabric_module.mark_forward_method(\"<name>\"); torch.compile: compile each method separately"},
       {"python-op", Severity::Error, "TorchScript calls into Python (prim::PythonOp)",
        "script the function, or remove @torch.jit.ignore from what forward calls"},
-      {"print-call", Severity::Info, "TorchScript print() calls (graph breaks under torch.compile)",
-       "remove the print, or guard it with torch.compiler.is_compiling()"},
+      {"print-call", Severity::Warning, "TorchScript print() calls (graph breaks under torch.compile)",
+       "remove the print, or guard it with `if not torch.compiler.is_compiling():`"},
+      {"warn-call", Severity::Warning, "TorchScript warnings.warn calls (graph breaks under torch.compile)",
+       "guard it with `if not torch.compiler.is_compiling():`, or warn outside forward"},
+      {"rnn-module", Severity::Warning, "RNN / LSTM / GRU modules, which dynamo graph-breaks on by design",
+       "set torch._dynamo.config.allow_rnn = True"},
+      {"traced-archive", Severity::Info, "TorchScript code made by torch.jit.trace: data-dependent behaviour was frozen",
+       "check the original Python module with torch._dynamo.explain, or script it"},
+      {"ignored-code", Severity::Info, "stubs of @torch.jit.unused / ignore(drop=True) functions: their code is not in the archive",
+       "check the original Python with torch._dynamo.explain, or script the function"},
       {"dangerous-global", Severity::Error, "pickle globals the pickle calls, builds or changes that are not on the allowlist",
        "do not load this file with Python's pickle or torch.load(weights_only=False); take the weights from a trusted source or "
        "re-save them as safetensors"},
@@ -242,78 +255,8 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   }
 }
 
-struct CodeRule {
-  const char* id;
-  Severity sev;
-  std::vector<std::string_view> needles;  // any of these in a line fires
-  const char* what;
-  const char* fix;
-};
-
-bool is_if(std::string_view line) {
-  return line.rfind("if ", 0) == 0 || line.rfind("elif ", 0) == 0 || line.rfind("while ", 0) == 0;
-}
-
 void code_rules(const Checkpoint& ck, std::vector<Finding>& out) {
-  static const std::vector<CodeRule> rules{
-      {"tensor-item",
-       Severity::Warning,
-       {"torch.item(", ".item(", "ops.prim.tolist(", ".tolist("},
-       "converts a tensor to a Python number (aten::item / prim::tolist): a graph break or a data-dependent value",
-       "avoid .item() / .tolist() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"},
-      {"dynamic-shape-op",
-       Severity::Warning,
-       {"torch.nonzero(", "torch.unique(", "torch._unique2(", "torch.unique_consecutive(", "torch.masked_select(",
-        "torch.argwhere(", "torch.repeat_interleave(", "torch.bincount(", "torch.histc("},
-       "calls an operator whose output shape depends on the data",
-       "set torch._dynamo.config.capture_dynamic_output_shape_ops = True, or use a fixed-shape alternative (torch.where)"},
-      {"python-op",
-       Severity::Error,
-       {"PythonOp", "ops.prim.PythonOp"},
-       "calls back into Python (prim::PythonOp / an ignored function): not runnable outside Python",
-       "script the function, or remove @torch.jit.ignore from what forward calls"},
-      {"print-call",
-       Severity::Info,
-       {"print("},
-       "prints (prim::Print): a graph break under torch.compile",
-       "remove the print, or guard it with torch.compiler.is_compiling()"},
-  };
-  std::map<std::string, std::vector<std::string>> where_by_id;
-  std::map<std::string, std::vector<Location>> loc_by_id;
-  std::map<std::string, std::string> sample;
-  for (const TsClass& c : ck.ts_classes) {
-    for (const TsMethod& m : c.methods) {
-      for (const auto& [lineno, text] : m.body) {
-        const std::string w = fmt::format("{}.{} ({}:{}: {})", c.qualified, m.name, c.file, lineno, visible_prefix(text, 120));
-        // Tensor-valued conditions are printed as bool(<tensor expr>) (aten::Bool) in serialized code.
-        if (is_if(text) && (text.find("bool(") != std::string::npos || text.find("torch.is_nonzero(") != std::string::npos)) {
-          where_by_id["data-dependent-control-flow"].push_back(w);
-          loc_by_id["data-dependent-control-flow"].push_back({"", c.file, {}, "", ""});
-        }
-        for (const CodeRule& r : rules)
-          for (std::string_view n : r.needles)
-            if (text.find(n) != std::string::npos) {
-              where_by_id[r.id].push_back(w);
-              loc_by_id[r.id].push_back({"", c.file, {}, "", ""});
-              break;
-            }
-      }
-    }
-  }
-  auto emit = [&](const char* id, Severity sev, const char* what, const char* fix) {
-    auto it = where_by_id.find(id);
-    if (it == where_by_id.end()) return;
-    const auto& w = it->second;
-    out.push_back(
-        {id, sev,
-         fmt::format("{} line(s) {} (read from the serialized code/ source, not the LibTorch IR): {}", w.size(), what, w.front()),
-         fix, w, loc_by_id[id]});
-  };
-  emit("data-dependent-control-flow", Severity::Warning,
-       "branch on a tensor value, which torch.compile graph-breaks on and torch.export rejects",
-       "use torch.cond or torch.where instead of Python control flow on tensor values");
-  for (const CodeRule& r : rules) emit(r.id, r.sev, r.what, r.fix);
-
+  compile_rules(ck, out);
   std::vector<std::string> entries;
   for (const TsMethodInfo& m : ck.torchscript.methods)
     if (m.entry_point) entries.push_back(m.name);

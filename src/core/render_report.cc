@@ -67,11 +67,19 @@ J locations_json(const Finding& x) {
                     {"member", str(l.member)},
                     {"offset", l.offset ? J(*l.offset) : J(nullptr)},
                     {"opcode", str(l.opcode)},
-                    {"global", str(l.global)}});
+                    {"global", str(l.global)},
+                    {"line", l.line ? J(*l.line) : J(nullptr)},
+                    {"function", str(l.function)}});
   }
   return out;
 }
 }  // namespace
+
+nlohmann::ordered_json compile_facts_json(const CompileFacts& c) {
+  J fixed = J::object();
+  for (const auto& [version, flags] : c.fixed_by) fixed[version] = flags;
+  return J{{"breaks_on", c.breaks_on}, {"fixed_by", std::move(fixed)}, {"entries", c.entries}};
+}
 
 std::string check_json_text(const CheckReport& r) {
   J j;
@@ -89,7 +97,8 @@ std::string check_json_text(const CheckReport& r) {
                    {"message", x.message},
                    {"fix", x.fix},
                    {"where", x.where},
-                   {"locations", locations_json(x)}});
+                   {"locations", locations_json(x)},
+                   {"compile", x.compile ? compile_facts_json(*x.compile) : J(nullptr)}});
   j["findings"] = std::move(fs);
   j["status"] = to_string(r.status());
   return json_text(j) + "\n";

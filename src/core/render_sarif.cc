@@ -62,6 +62,10 @@ J location_json(const CheckReport& r, const std::string& where, const Location& 
   if (l.offset) props["offset"] = *l.offset;
   if (!l.opcode.empty()) props["opcode"] = l.opcode;
   if (!l.global.empty()) props["global"] = l.global;
+  if (l.line) props["line"] = *l.line;
+  if (!l.function.empty()) props["function"] = l.function;
+  if (l.line && !l.member.empty())  // a line of TorchScript code inside the archive
+    loc["logicalLocations"][0]["name"] = l.function.empty() ? l.member : l.function;
   loc["properties"] = std::move(props);
   return loc;
 }
@@ -82,6 +86,7 @@ void add_results(const CheckReport& r, J& results) {
     if (f.where.empty()) locs.push_back(J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}});
     res["locations"] = std::move(locs);
     res["properties"] = J{{"fix", f.fix}};
+    if (f.compile) res["properties"]["compile"] = compile_facts_json(*f.compile);
     results.push_back(std::move(res));
   }
 }

@@ -94,8 +94,8 @@ std::vector<std::string> getstate_names(const TsClass& cls, size_t n) {
   // `local = self.name` reads, the first `local = (...)` tuple of each local, and the last return.
   std::unordered_map<std::string_view, std::string_view> reads, tuples;
   std::string_view ret;
-  for (const auto& [line, text] : getstate->body) {
-    std::string_view t = text;
+  for (const TsLine& l : getstate->body) {
+    std::string_view t = l.text;
     if (t.substr(0, 7) == "return ") {
       ret = t.substr(7);
       continue;
@@ -120,10 +120,24 @@ std::vector<std::string> getstate_names(const TsClass& cls, size_t n) {
 
 std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string_view source) {
   std::vector<TsClass> classes;
-  TsClass* cls = nullptr;
+  size_t cls = SIZE_MAX, functions = SIZE_MAX;  // indexes: classes grows while a method is read
   TsMethod* method = nullptr;
+  size_t def_indent = 0;
+  int open_parens = 0;  // of the signature being read
   size_t pos = 0;
   uint32_t lineno = 0;
+  auto parens = [](std::string_view s) {
+    int n = 0;
+    for (char c : s) n += c == '(' ? 1 : c == ')' ? -1 : 0;
+    return n;
+  };
+  auto start_def = [&](TsClass& c, std::string_view def) {
+    const size_t open = def.find('(');
+    if (open == std::string_view::npos || open <= 4) return;
+    c.methods.push_back(TsMethod{std::string(def.substr(4, open - 4)), {}, {}, std::string(def.substr(open))});
+    method = &c.methods.back();
+    open_parens = parens(def.substr(open));
+  };
   while (pos <= source.size()) {
     ++lineno;
     size_t nl = source.find('\n', pos);
@@ -133,10 +147,31 @@ std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) continue;
     const size_t ind = indent_of(line);
+    if (method && open_parens > 0) {  // a signature over several lines
+      method->signature += "\n";
+      method->signature += line;
+      open_parens += parens(line);
+      continue;
+    }
+    if (method && ind > def_indent) {
+      self_calls(line, method->self_calls);
+      method->body.push_back(TsLine{lineno, std::string(line.substr(ind)), static_cast<uint32_t>(ind)});
+      continue;
+    }
+    method = nullptr;
     if (ind == 0) {
-      cls = nullptr;
-      method = nullptr;
-      if (line.substr(0, 6) == "class ") {
+      cls = SIZE_MAX;
+      if (line.substr(0, 4) == "def ") {
+        if (functions == SIZE_MAX) {
+          functions = classes.size();
+          TsClass f;
+          f.qualified = std::string(module);
+          f.functions = true;
+          classes.push_back(std::move(f));
+        }
+        def_indent = 0;
+        start_def(classes[functions], line);
+      } else if (line.substr(0, 6) == "class ") {
         const size_t open = line.find('('), colon = line.rfind(':');
         const size_t name_end = std::min(open, colon);
         if (name_end == std::string_view::npos || name_end <= 6) continue;
@@ -146,43 +181,34 @@ std::vector<TsClass> parse_torchscript_code(std::string_view module, std::string
           const size_t close = line.find(')', open);
           if (close != std::string_view::npos) c.base = std::string(line.substr(open + 1, close - open - 1));
         }
+        cls = classes.size();
         classes.push_back(std::move(c));
-        cls = &classes.back();
       }
       continue;
     }
-    if (!cls) continue;
-    if (ind == 2) {
-      method = nullptr;
-      std::string_view body = line.substr(2);
-      if (body.substr(0, 14) == "__parameters__") {
-        cls->parameters = quoted_list(body.substr(14));
-      } else if (body.substr(0, 11) == "__buffers__") {
-        cls->buffers = quoted_list(body.substr(11));
-      } else if (body.substr(0, 17) == "__annotations__[\"") {
-        const size_t end = body.find("\"]", 17);
-        const size_t eq = body.find("= ", end == std::string_view::npos ? 0 : end);
-        if (end != std::string_view::npos && eq != std::string_view::npos)
-          cls->attributes.emplace_back(std::string(body.substr(17, end - 17)), std::string(body.substr(eq + 2)));
-      } else if (body.substr(0, 4) == "def ") {
-        const size_t open = body.find('(');
-        if (open == std::string_view::npos || open <= 4) continue;
-        cls->methods.push_back(TsMethod{std::string(body.substr(4, open - 4)), {}, {}});
-        method = &cls->methods.back();
-      } else {
-        const size_t colon = body.find(" : ");
-        if (colon != std::string_view::npos && colon > 0 &&
-            std::all_of(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(colon), is_ident_char)) {
-          std::string_view type = body.substr(colon + 3);
-          if (auto eq = type.find(" = "); eq != std::string_view::npos) type = type.substr(0, eq);
-          cls->attributes.emplace_back(std::string(body.substr(0, colon)), std::string(type));
-        }
+    if (cls == SIZE_MAX || ind != 2) continue;
+    TsClass& c = classes[cls];
+    std::string_view body = line.substr(2);
+    if (body.substr(0, 14) == "__parameters__") {
+      c.parameters = quoted_list(body.substr(14));
+    } else if (body.substr(0, 11) == "__buffers__") {
+      c.buffers = quoted_list(body.substr(11));
+    } else if (body.substr(0, 17) == "__annotations__[\"") {
+      const size_t end = body.find("\"]", 17);
+      const size_t eq = body.find("= ", end == std::string_view::npos ? 0 : end);
+      if (end != std::string_view::npos && eq != std::string_view::npos)
+        c.attributes.emplace_back(std::string(body.substr(17, end - 17)), std::string(body.substr(eq + 2)));
+    } else if (body.substr(0, 4) == "def ") {
+      def_indent = 2;
+      start_def(c, body);
+    } else {
+      const size_t colon = body.find(" : ");
+      if (colon != std::string_view::npos && colon > 0 &&
+          std::all_of(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(colon), is_ident_char)) {
+        std::string_view type = body.substr(colon + 3);
+        if (auto eq = type.find(" = "); eq != std::string_view::npos) type = type.substr(0, eq);
+        c.attributes.emplace_back(std::string(body.substr(0, colon)), std::string(type));
       }
-      continue;
-    }
-    if (method) {
-      self_calls(line, method->self_calls);
-      method->body.emplace_back(lineno, std::string(line.substr(ind)));
     }
   }
   return classes;
@@ -232,7 +258,17 @@ class TsReader {
     const std::string code = pre_ + "code/";
     for (const ZipEntry& e : zip_.entries()) {
       std::string_view name = e.name;
-      if (name.substr(0, code.size()) != code || name.size() < code.size() + 3 || name.substr(name.size() - 3) != ".py") continue;
+      if (name.substr(0, code.size()) != code) continue;
+      if (!ck_.torchscript.traced && name.size() > 10 && name.substr(name.size() - 10) == ".debug_pkl") {
+        // torch.jit.trace records each traced op's Python stack, torch.jit.trace's own frames included.
+        std::string storage;
+        const ByteView raw = zip_.content(e, &storage, lim_.inflate_bytes);
+        const std::string_view dbg = raw.str(0, raw.size());
+        ck_.torchscript.traced = dbg.find("torch/jit/_trace.py(") != std::string_view::npos ||
+                                 dbg.find("torch\\jit\\_trace.py(") != std::string_view::npos;
+        continue;
+      }
+      if (name.size() < code.size() + 3 || name.substr(name.size() - 3) != ".py") continue;
       std::string module(name.substr(code.size(), name.size() - code.size() - 3));
       std::replace(module.begin(), module.end(), '/', '.');
       std::string storage;
@@ -240,7 +276,7 @@ class TsReader {
       for (TsClass& c : parse_torchscript_code(module, src.str(0, src.size()))) {
         c.file = std::string(name.substr(pre_.size()));
         ck_.ts_classes.push_back(c);
-        classes_.emplace(c.qualified, std::move(c));
+        if (!c.functions) classes_.emplace(c.qualified, std::move(c));
       }
     }
   }
@@ -482,6 +518,7 @@ class TsReader {
     const TsClass* cls = class_of(root);
     std::vector<TsMethodInfo> out;
     if (cls) {
+      ck_.torchscript.root_class = cls->qualified;
       std::unordered_map<std::string, const TsMethod*> by_name;
       std::unordered_set<std::string> called;
       for (const TsMethod& m : cls->methods) {

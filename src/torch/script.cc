@@ -84,15 +84,15 @@ class ZeroedRangesAdapter : public caffe2::serialize::ReadAdapterInterface {
   std::map<std::string, std::string> missing;  // op -> first place
   for (const TsClass& c : ck.ts_classes)
     for (const TsMethod& m : c.methods)
-      for (const auto& [line, text] : m.body)
-        for (std::sregex_iterator i(text.begin(), text.end(), call), e2; i != e2; ++i) {
+      for (const TsLine& l : m.body)
+        for (std::sregex_iterator i(l.text.begin(), l.text.end(), call), e2; i != e2; ++i) {
           const std::string ns = (*i)[1].matched ? (*i)[1].str() : "aten";
           const std::string op = ns + "::" + (*i)[2].str();
           if (missing.count(op)) continue;
           bool known = !torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(op)).empty();
           if (!known && ns == "aten")  // torch.X may also name a prim:: builtin
             known = !torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString("prim::" + (*i)[2].str())).empty();
-          if (!known) missing.emplace(op, fmt::format("{}:{}", c.file, line));
+          if (!known) missing.emplace(op, fmt::format("{}:{}", c.file, l.line));
         }
   static const std::regex named(R"(Unknown builtin op: ([A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*))");
   std::smatch m;
