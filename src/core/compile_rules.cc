@@ -41,8 +41,12 @@ Verdict verdict(const FlowHit& h) {
       kScalarFlag, kNoGuard);
   switch (h.kind) {
     case FlowKind::TruthTest:
+      // TorchScript prints `if t:` and `if bool(t):` alike; dynamo names them differently.
       return {"data-dependent-control-flow", Severity::Warning, "a tensor's truth value decides an if / while (aten::Bool)",
-              {"generic_jump TensorVariable() (fullgraph: \"Dynamic control flow is not supported\")", "Data-dependent branching"},
+              {"generic_jump TensorVariable() (fullgraph: \"Dynamic control flow is not supported at the moment\"), or "
+               "\"builtin: bool [TensorVariable]\" where the Python called bool()",
+               "Data-dependent branching, or \"Unsupported Tensor.item() call with capture_scalar_outputs=False\" where the "
+               "Python called bool()"},
               {},
               "compute both sides and select with torch.where, or branch with torch.cond; no torch._dynamo.config flag "
               "removes this break"};
@@ -208,7 +212,7 @@ void compile_rules(const Checkpoint& ck, std::vector<Finding>& out) {
       }
       c.breaks_on.push_back(versions[k]);
       c.fixed_by.emplace_back(versions[k], v.flags[k]);
-      said.push_back(fmt::format("torch {} \"{}\"", versions[k], v.reason[k]));
+      said.push_back(fmt::format("torch {}: {}", versions[k], v.reason[k]));
     }
     if (std::string(v.rule) == "python-op") {
       c.breaks_on = versions;

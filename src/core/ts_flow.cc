@@ -356,6 +356,7 @@ struct Val {
   enum DType : uint8_t { AnyDtype, Integer, Boolean, Floating } dtype = AnyDtype;  // Tensor
   int8_t known = -1;  // Bool: 0 / 1 when known
   bool maybe_none = false;  // Optional[...]
+  bool fixed = false;  // Tensor: holds no input data (a size wrapped by a trace's prim::NumToTensor, a constant)
   std::string ref;  // Obj: its class; Func: the function; Str: the text
   std::vector<Val> items;  // Tuple: each item; List: one item, the element
   std::set<size_t> from;  // the hits (indexes) whose data-dependent value this carries
@@ -378,6 +379,8 @@ Val boolean(int8_t known) {
   return v;
 }
 bool is_tensor(const Val& v) { return v.k == Val::Tensor && !v.maybe_none; }
+// A tensor whose value comes from the input's data (not a traced size, not a constant).
+bool is_data(const Val& v) { return is_tensor(v) && !v.fixed; }
 
 Val join(const Val& a, const Val& b) {
   if (a.k == Val::None && b.k != Val::None) {
@@ -396,6 +399,7 @@ Val join(const Val& a, const Val& b) {
   }
   v.maybe_none = a.maybe_none || b.maybe_none;
   if (a.dtype != b.dtype) v.dtype = Val::AnyDtype;
+  v.fixed = a.fixed && b.fixed;
   if (a.known != b.known) v.known = -1;
   if (a.ref != b.ref) v.ref.clear();
   if (a.truth != b.truth) v.truth = a.truth == SIZE_MAX ? b.truth : a.truth;
@@ -529,7 +533,10 @@ class Flow {
       for (size_t k = 1; k < f->params.size(); ++k) args.push_back(f->params[k].second);
       call(*f, args, {});
     }
-    return std::move(hits_);
+    std::vector<FlowHit> out;
+    for (size_t k = 0; k < hits_.size(); ++k)
+      if (!asserts_.count(k)) out.push_back(std::move(hits_[k]));
+    return out;
   }
 
  private:
@@ -781,8 +788,12 @@ class Flow {
 
   Val condition(Frame& fr, const Node& cond, bool assert_stmt = false) {
     Val c = eval(fr, cond, assert_stmt ? Ctx::Assert : Ctx::Condition);
+    if (assert_stmt) {  // `assert t`: dynamo makes it torch._assert_async, no break
+      if (c.truth != SIZE_MAX) asserts_.insert(c.truth);
+      return boolean(-1);
+    }
     mark(c, true, false);
-    if (c.truth != SIZE_MAX && !assert_stmt) hits_[c.truth].kind = FlowKind::TruthTest;
+    if (c.truth != SIZE_MAX) hits_[c.truth].kind = FlowKind::TruthTest;
     if (c.k == Val::None) return boolean(0);
     if (c.k == Val::Obj || c.k == Val::Func) return boolean(1);
     return c;
@@ -842,7 +853,11 @@ class Flow {
           f.ref = d;
           return f;
         }
-        if (d.rfind("CONSTANTS.", 0) == 0) return tensor();
+        if (d.rfind("CONSTANTS.", 0) == 0) {
+          Val c = tensor();
+          c.fixed = true;
+          return c;
+        }
         return attribute(eval(fr, n.a[0]), n.s);
       }
       case Node::Call: return call_expr(fr, n, ctx);
@@ -991,20 +1006,23 @@ class Flow {
           hit(obj.dtype == Val::Integer ? FlowKind::TolistInt : FlowKind::TolistFloat, "tolist");
           return of(Val::List);
         }
-        if (callee.s == "item") return scalar_hit(of(Val::Float), "item()");
-        return tensor(obj.dtype);
+        if (callee.s == "item" && !obj.fixed) return scalar_hit(of(Val::Float), "item()");
+        Val r = tensor(obj.dtype);
+        r.fixed = obj.fixed;
+        return r;
       }
       return of(Val::Unknown);
     }
 
     if (fn == "bool" && args.size() == 1) {
-      if (is_tensor(args[0])) {
+      if (is_data(args[0])) {
         if (ctx == Ctx::Assert) return boolean(-1);
         // TorchScript hoists a condition into a temporary (`_0 = bool(...)` then `while _0:`): such a
         // bool() is a truth test once a condition reads it; one kept in a named variable was the Python's.
         const size_t h = hit(ctx == Ctx::Condition ? FlowKind::TruthTest : FlowKind::TruthValue, "bool()");
         Val v = boolean(-1);
         if (ctx == Ctx::Hoisted) v.truth = h;
+        else v.from.insert(h);  // where a bool() the Python wrote goes
         return v;
       }
       Val v = args[0].k == Val::Bool ? args[0] : boolean(-1);
@@ -1012,7 +1030,7 @@ class Flow {
       return v;
     }
     if ((fn == "int" || fn == "float") && args.size() == 1) {
-      if (is_tensor(args[0])) return scalar_hit(of(fn == "int" ? Val::Int : Val::Float), fn + "()");
+      if (is_data(args[0])) return scalar_hit(of(fn == "int" ? Val::Int : Val::Float), fn + "()");
       Val v = of(fn == "int" ? Val::Int : Val::Float);
       v.from = from;
       return v;
@@ -1112,6 +1130,7 @@ class Flow {
       return of(Val::Unknown);
     }
     Val v = of(op == "dtype" || op == "min" || op == "max" ? Val::Int : op == "NumToTensor" ? Val::Tensor : Val::Unknown);
+    v.fixed = op == "NumToTensor";
     if ((op == "unchecked_unwrap_optional" || op == "data") && !args.empty()) {
       v = args[0];
       v.maybe_none = false;
@@ -1142,7 +1161,7 @@ class Flow {
       v.truth = args[0].truth;
       return v;
     }
-    if (fn == "item" && !args.empty() && is_tensor(args[0])) return scalar_hit(of(Val::Float), "item()");
+    if (fn == "item" && !args.empty() && is_data(args[0])) return scalar_hit(of(Val::Float), "item()");
     if (fn == "is_nonzero" && !args.empty() && is_tensor(args[0])) {
       Val v = boolean(-1);
       v.from.insert(hit(FlowKind::IsNonzero, "aten._local_scalar_dense"));
@@ -1160,12 +1179,13 @@ class Flow {
       hit(FlowKind::Rnn, cls.substr(cls.rfind('.') + 1));
       return of(Val::Tuple);
     }
-    bool any_tensor = false;
+    bool any_tensor = false, all_fixed = true;
     Val::DType first = Val::AnyDtype;
     for (const Val& a : args)
       if (is_tensor(a)) {
         if (!any_tensor) first = a.dtype;
         any_tensor = true;
+        all_fixed = all_fixed && a.fixed;
       }
     if (any_tensor) {
       const std::string dyn = dynamic_shape_op(fn, args);
@@ -1234,7 +1254,9 @@ class Flow {
         }
         return v;
       }
-      return tensor(d);
+      Val r = tensor(d);
+      r.fixed = any_tensor && all_fixed;
+      return r;
     }
     // every argument a number: the result is one too (torch.add(n, 1), torch.gt(n, 2), ...)
     Val v;
@@ -1254,6 +1276,7 @@ class Flow {
   std::set<std::string> active_;
   std::unordered_map<std::string, size_t> sites_;
   std::vector<FlowHit> hits_;
+  std::set<size_t> asserts_;  // bool() hits that only an assert reads
   std::string entry_;
   const Stmt* cur_ = nullptr;
   const Function* cur_fn_ = nullptr;
