@@ -13,8 +13,11 @@ Each construct (a few lines of Python on an input x of shape (4, 8)) is placed f
   helper   - in a free function that forward calls (TorchScript keeps it outside the class);
   method   - in a @torch.jit.export method `step`, forward being clean (torch.compile(m.step) is what
              the truth is about; `forward_breaks` says what compiling forward alone gives).
-A few are written so that the archive cannot show the construct: `traced` (torch.jit.trace bakes the
-branch taken into the graph) and `unused` (@torch.jit.unused: the archive keeps a stub that raises).
+A few are traced (torch.jit.trace bakes the branch taken into the graph and turns .item() into a
+constant: the archive cannot show those, `shows` false; a one-argument torch.where still shows as the
+nonzero it ran) or call a @torch.jit.unused method (the archive keeps a stub that raises). Constructs
+that cannot be archived are listed in `skipped` with the error: torch.cond (lambdas do not script) and
+a @torch.jit.ignore function (torch.jit.save refuses a prim::PythonOp).
 
 OUTDIR/truth.json:
   {"torch": "<torch.__version__>",
@@ -122,6 +125,8 @@ CONSTRUCTS = {
     "print": ("break", "", """
         print(x)
         return x + 1"""),
+    "python_op": ("break", "", """
+        return ignored_helper(x)"""),
     "warn": ("break", "", """
         warnings.warn("ckpt: a warning in forward")
         return x + 1"""),
@@ -196,7 +201,8 @@ CONSTRUCTS = {
         return torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 1, (x,))"""),
 }
 
-HEADER = "import warnings\nfrom typing import List, Optional\n\nimport torch\nfrom torch import Tensor\n\n"
+HEADER = ("import warnings\nfrom typing import List, Optional\n\nimport torch\nfrom torch import Tensor\n\n\n"
+          "@torch.jit.ignore\ndef ignored_helper(x: Tensor) -> Tensor:\n    return x + 1\n\n\n")
 
 
 def body(src, indent):
@@ -232,6 +238,8 @@ def write_cases():
                + body(CONSTRUCTS["cond_direct"][2], 8) + "\n\n")
     out.append("class T_item_return(torch.nn.Module):\n    def forward(self, x: Tensor) -> Tensor:\n"
                + body(CONSTRUCTS["item_return"][2], 8) + "\n\n")
+    out.append("class T_where_one_arg(torch.nn.Module):\n    def forward(self, x: Tensor) -> Tensor:\n"
+               + body(CONSTRUCTS["where_one_arg"][2], 8) + "\n\n")
     out.append("class U_cond_direct(torch.nn.Module):\n    def forward(self, x: Tensor) -> Tensor:\n"
                "        return self.decide(x)\n\n    @torch.jit.unused\n    def decide(self, x: Tensor) -> Tensor:\n"
                + body(CONSTRUCTS["cond_direct"][2], 8) + "\n\n")
@@ -307,7 +315,11 @@ def main():
                 skipped[key] = "torch.jit.script: " + first_line(e)
                 continue
             fname = key + ".pt"
-            torch.jit.save(sm, os.path.join(OUT, fname))
+            try:
+                torch.jit.save(sm, os.path.join(OUT, fname))
+            except Exception as e:
+                skipped[key] = "torch.jit.save: " + first_line(e)
+                continue
             entry = "step" if placement == "method" else "forward"
             case = {"family": name, "placement": placement, "entry": entry, "shows": True,
                     "negative": kind == "clean", "source": textwrap.dedent(src).strip("\n"),
@@ -317,7 +329,10 @@ def main():
             cases[fname] = case
             print(f"{fname}: {'breaks' if case['dynamo']['default']['breaks'] else 'clean'}", flush=True)
     x = torch.randn(4, 8)
-    for name, how in [("T_cond_direct", "traced"), ("T_item_return", "traced"), ("U_cond_direct", "unused")]:
+    # traced: the trace keeps the operators that ran (nonzero of a one-argument where shows), not branches
+    # or Python numbers; unused: a stub that raises.
+    for name, how, shows in [("T_cond_direct", "traced", False), ("T_item_return", "traced", False),
+                             ("T_where_one_arg", "traced", True), ("U_cond_direct", "unused", False)]:
         m = getattr(mod, name)()
         family = name[2:]
         fname = f"{family}_{how}.pt"
@@ -325,7 +340,7 @@ def main():
             warnings.simplefilter("ignore")
             sm = torch.jit.trace(m, (x,)) if how == "traced" else torch.jit.script(m)
         torch.jit.save(sm, os.path.join(OUT, fname))
-        cases[fname] = {"family": family, "placement": how, "entry": "forward", "shows": False, "negative": False,
+        cases[fname] = {"family": family, "placement": how, "entry": "forward", "shows": shows, "negative": False,
                         "source": textwrap.dedent(CONSTRUCTS[family][2]).strip("\n"), "dynamo": verdicts(m.forward, x)}
         print(f"{fname}: {'breaks' if cases[fname]['dynamo']['default']['breaks'] else 'clean'}", flush=True)
     with open(os.path.join(OUT, "truth.json"), "w") as f:

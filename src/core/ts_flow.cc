@@ -73,6 +73,11 @@ class Parser {
   bool ok() const { return ok_; }
 
   Node expr() {
+    if (++depth_ > 256) return fail();  // nesting this deep is no serialized code: hostile input
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     Node e = or_expr();
     if (is_ident("if")) {  // a if c else b
       ++p_;
@@ -103,6 +108,7 @@ class Parser {
       ++q;
       if (q < t_.size() && is_op_at(q, ",")) {
         ++q;
+        if (q < t_.size() && is_op_at(q, "=")) break;  // a, b, = ...
         continue;
       }
       break;
@@ -142,21 +148,34 @@ class Parser {
 
   Node or_expr() {
     Node l = and_expr();
-    while (eat_ident("or")) l = Node{Node::Bin, "or", {std::move(l), and_expr()}};
+    for (int n = 0; eat_ident("or"); ++n) {
+      if (n > 256) return fail();
+      l = Node{Node::Bin, "or", {std::move(l), and_expr()}};
+    }
     return l;
   }
   Node and_expr() {
     Node l = not_expr();
-    while (eat_ident("and")) l = Node{Node::Bin, "and", {std::move(l), not_expr()}};
+    for (int n = 0; eat_ident("and"); ++n) {
+      if (n > 256) return fail();
+      l = Node{Node::Bin, "and", {std::move(l), not_expr()}};
+    }
     return l;
   }
   Node not_expr() {
-    if (eat_ident("not")) return Node{Node::Unary, "not", {not_expr()}};
+    if (depth_ > 256) return fail();
+    if (eat_ident("not")) {
+      ++depth_;
+      Node n{Node::Unary, "not", {not_expr()}};
+      --depth_;
+      return n;
+    }
     return comparison();
   }
   Node comparison() {
     Node l = arith();
-    for (;;) {
+    for (int n = 0;; ++n) {
+      if (n > 256) return fail();
       std::string op;
       if (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">=")) {
         op = t_[p_++].s;
@@ -175,7 +194,8 @@ class Parser {
   }
   Node arith() {
     Node l = term();
-    while (is_op("+") || is_op("-") || is_op("|") || is_op("&") || is_op("^") || is_op("<<") || is_op(">>")) {
+    for (int n = 0; is_op("+") || is_op("-") || is_op("|") || is_op("&") || is_op("^") || is_op("<<") || is_op(">>"); ++n) {
+      if (n > 256) return fail();
       std::string op = t_[p_++].s;
       l = Node{Node::Bin, op, {std::move(l), term()}};
     }
@@ -183,24 +203,35 @@ class Parser {
   }
   Node term() {
     Node l = unary();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%") || is_op("@")) {
+    for (int n = 0; is_op("*") || is_op("/") || is_op("//") || is_op("%") || is_op("@"); ++n) {
+      if (n > 256) return fail();
       std::string op = t_[p_++].s;
       l = Node{Node::Bin, op, {std::move(l), unary()}};
     }
     return l;
   }
   Node unary() {
+    if (depth_ > 256) return fail();
     if (is_op("-") || is_op("+") || is_op("~")) {
       std::string op = t_[p_++].s;
-      return Node{Node::Unary, op, {unary()}};
+      ++depth_;
+      Node n{Node::Unary, op, {unary()}};
+      --depth_;
+      return n;
     }
     Node b = postfix();
-    if (eat_op("**")) return Node{Node::Bin, "**", {std::move(b), unary()}};
+    if (eat_op("**")) {
+      ++depth_;
+      Node n{Node::Bin, "**", {std::move(b), unary()}};
+      --depth_;
+      return n;
+    }
     return b;
   }
   Node postfix() {
     Node e = atom();
-    for (;;) {
+    for (int links = 0;; ++links) {
+      if (links > 256) return fail();  // a.b.c... or f()()... this long: hostile input
       if (eat_op(".")) {
         if (p_ >= t_.size() || t_[p_].k != Tok::Ident) return fail();
         e = Node{Node::Attr, t_[p_++].s, {std::move(e)}};
@@ -279,6 +310,7 @@ class Parser {
   std::vector<Tok> t_;
   size_t p_ = 0;
   bool ok_ = true;
+  int depth_ = 0;
 };
 
 // "torch.nn.functional.relu" for a chain of names, "" for anything else.
@@ -318,7 +350,7 @@ int paren_balance(std::string_view s) {
 
 bool opens_block(std::string_view t) { return !t.empty() && t.back() == ':'; }
 
-std::vector<Stmt> parse_block(const std::vector<TsLine>& lines, size_t& k, uint32_t indent) {
+std::vector<Stmt> parse_block(const std::vector<TsLine>& lines, size_t& k, uint32_t indent, int depth = 0) {
   std::vector<Stmt> out;
   while (k < lines.size() && lines[k].indent >= indent) {
     if (lines[k].indent > indent) {  // deeper than expected: read it as part of the statement before
@@ -333,7 +365,8 @@ std::vector<Stmt> parse_block(const std::vector<TsLine>& lines, size_t& k, uint3
       bal += paren_balance(lines[k].text);
       ++k;
     }
-    if (opens_block(s.text) && k < lines.size() && lines[k].indent > indent) s.body = parse_block(lines, k, lines[k].indent);
+    if (opens_block(s.text) && k < lines.size() && lines[k].indent > indent && depth < 200)
+      s.body = parse_block(lines, k, lines[k].indent, depth + 1);
     if ((s.text == "else:" || s.text.rfind("elif ", 0) == 0) && !out.empty() && out.back().text.rfind("if ", 0) == 0 &&
         out.back().orelse.empty()) {
       if (s.text == "else:") {
@@ -431,7 +464,8 @@ std::vector<std::string> split_top(std::string_view s, char sep) {
 }
 
 // A TorchScript type as printed: "Tensor", "Optional[Tensor]", "Tuple[Tensor, int]", "__torch__.m.Net".
-Val of_type(std::string_view t) {
+Val of_type(std::string_view t, int depth = 0) {
+  if (depth > 32) return of(Val::Unknown);
   while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
   while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
   auto inner = [&](size_t open) { return t.substr(open + 1, t.size() - open - 2); };
@@ -442,14 +476,14 @@ Val of_type(std::string_view t) {
   if (t == "str") return of(Val::Str);
   if (t == "NoneType") return of(Val::None);
   if (t.rfind("Optional[", 0) == 0 && t.back() == ']') {
-    Val v = of_type(inner(8));
+    Val v = of_type(inner(8), depth + 1);
     v.maybe_none = true;
     return v;
   }
   if ((t.rfind("Tuple[", 0) == 0 || t.rfind("List[", 0) == 0) && t.back() == ']') {
     const bool tuple = t[0] == 'T';
     Val v = of(tuple ? Val::Tuple : Val::List);
-    for (const std::string& item : split_top(inner(t.find('[')), ',')) v.items.push_back(of_type(item));
+    for (const std::string& item : split_top(inner(t.find('[')), ',')) v.items.push_back(of_type(item, depth + 1));
     if (!tuple && v.items.size() != 1) v.items.clear();
     return v;
   }
@@ -530,7 +564,8 @@ class Flow {
       self.ref = root->second->qualified;
       std::vector<Val> args{self};
       prepare(*f);
-      for (size_t k = 1; k < f->params.size(); ++k) args.push_back(f->params[k].second);
+      // forward(x) as called with its required arguments: the others take their defaults
+      for (size_t k = 1; k < f->params.size() && f->defaults[k].empty(); ++k) args.push_back(f->params[k].second);
       call(*f, args, {});
     }
     std::vector<FlowHit> out;
@@ -654,7 +689,7 @@ class Flow {
   // ---- statements ----
 
   void exec(Frame& fr, const std::vector<Stmt>& block) {
-    for (size_t k = 0; k < block.size() && !fr.returned; ++k) exec_one(fr, block[k]);
+    for (size_t k = 0; k < block.size() && !fr.returned && budget_ > 0; ++k, --budget_) exec_one(fr, block[k]);
   }
 
   void exec_one(Frame& fr, const Stmt& s) {
@@ -848,7 +883,7 @@ class Flow {
       }
       case Node::Attr: {
         const std::string d = dotted(n);
-        if (d.rfind("__torch__.", 0) == 0 && functions_.count(d)) {
+        if (d.rfind("__torch__.", 0) == 0 && (functions_.count(d) || is_compiling_fn(d))) {
           Val f = of(Val::Func);
           f.ref = d;
           return f;
@@ -1283,6 +1318,7 @@ class Flow {
   bool raised_ = false;
   int depth_ = 0;
   size_t contexts_ = 0;
+  size_t budget_ = 4'000'000;  // statements interpreted in all: bounds the time a hostile archive can take
 };
 
 }  // namespace

@@ -14,8 +14,9 @@ names it, split by entry (`compile.entries`: forward, or the exported method `st
 - on a true break: the flags ckpt says remove it on that version (every claiming finding's
   `compile.fixed_by`, intersected) are exactly the flags that made dynamo compile it, and some claiming
   finding's message quotes dynamo's own reason (its first line, and the aten operator it names);
-- an archive that cannot show it (`traced`, `unused`) claims nothing and has the info finding that
-  says so (traced-archive, ignored-code);
+- an archive that cannot show it (a traced branch or .item(), an `unused` stub) claims nothing and
+  has the info finding that says so (traced-archive, ignored-code); every traced archive has
+  traced-archive, also one whose trace still shows its construct (the nonzero of a one-argument where);
 - the output validates against schemas/ckpt.check-1.schema.json.
 
 Prints the confusion table per torch version and every miss; exit status 1 when any case is wrong
@@ -95,6 +96,8 @@ def main():
                 if not any(x["id"] == info for x in doc["findings"]):
                     wrong.append(f"{f}: no {info} finding")
                 continue
+            if case["placement"] == "traced" and not any(x["id"] == "traced-archive" for x in doc["findings"]):
+                wrong.append(f"{f}: no traced-archive finding")
             entry = case["entry"]
             mine = claiming(entry)
             if case["placement"] == "method":
