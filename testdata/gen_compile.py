@@ -79,6 +79,13 @@ CONSTRUCTS = {
         if torch.equal(x, x.abs()):
             return x + 1
         return x - 1"""),
+    "cond_no_grad": ("break", "", """
+        with torch.no_grad():
+            if (x > 0).any():
+                return x + 1
+        return x"""),
+    "cond_self_method": ("break", "", """
+        return self.decide(x)"""),
     "cond_and": ("break", "", """
         if x.shape[0] > 2 and bool((x > 0).any()):
             return x + 1
@@ -109,6 +116,15 @@ CONSTRUCTS = {
         return torch.nonzero(x > 0).sum() + x"""),
     "unique": ("break", "", """
         return torch.unique(x.round()).sum() + x"""),
+    "unique_dim": ("break", "", """
+        return torch.unique(x.round(), dim=0).sum() + x"""),
+    "nonzero_tuple": ("break", "", """
+        return torch.nonzero(x > 0, as_tuple=True)[0].sum() + x"""),
+    "item_range": ("break", "", """
+        y = x
+        for _ in range(int(x.abs().sum().item()) % 3):
+            y = y + 1
+        return y"""),
     "masked_select": ("break", "", """
         return torch.masked_select(x, x > 0).sum() + x"""),
     "bool_mask": ("break", "", """
@@ -155,6 +171,14 @@ CONSTRUCTS = {
         if not torch.compiler.is_compiling():
             warnings.warn("ckpt: a warning outside torch.compile")
         return x + 1"""),
+    "training_branch": ("clean", "", """
+        if self.training:
+            return x * 2
+        return x"""),
+    "module_list": ("clean", "self.m = torch.nn.ModuleList([torch.nn.Linear(8, 8) for _ in range(3)])", """
+        for layer in self.m:
+            x = torch.relu(layer(x))
+        return x"""),
     "shape_cond": ("clean", "", """
         if x.shape[0] > 2:
             return x + 1
@@ -209,10 +233,13 @@ def body(src, indent):
     return textwrap.indent(textwrap.dedent(src).strip("\n"), " " * indent)
 
 
-def init_block(init):
+def init_block(init, src=""):
     lines = "    def __init__(self):\n        super().__init__()\n"
     if init:
         lines += "        " + init + "\n"
+    if "self.decide(" in src:  # a method of the class that forward calls (not exported)
+        lines += ("\n    def decide(self, x: Tensor) -> Tensor:\n        if x.sum() > 0:\n            return x + 1\n"
+                  "        return x - 1\n")
     return lines
 
 
@@ -221,7 +248,7 @@ def write_cases():
     out = [HEADER]
     for name, (_, init, src) in CONSTRUCTS.items():
         uses_self = "self." in src
-        out.append(f"class F_{name}(torch.nn.Module):\n{init_block(init)}"
+        out.append(f"class F_{name}(torch.nn.Module):\n{init_block(init, src)}"
                    f"    def forward(self, x: Tensor) -> Tensor:\n{body(src, 8)}\n\n")
         out.append(f"class S_{name}(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                    f"        self.inner = F_{name}()\n\n"
@@ -230,7 +257,7 @@ def write_cases():
             out.append(f"def helper_{name}(x: Tensor) -> Tensor:\n{body(src, 4)}\n\n")
             out.append(f"class H_{name}(torch.nn.Module):\n"
                        f"    def forward(self, x: Tensor) -> Tensor:\n        return helper_{name}(x + 1)\n\n")
-        out.append(f"class M_{name}(torch.nn.Module):\n{init_block(init)}"
+        out.append(f"class M_{name}(torch.nn.Module):\n{init_block(init, src)}"
                    f"    def forward(self, x: Tensor) -> Tensor:\n        return x * 2\n\n"
                    f"    @torch.jit.export\n    def step(self, x: Tensor) -> Tensor:\n{body(src, 8)}\n\n")
     # what an archive cannot show

@@ -64,8 +64,8 @@ J location_json(const CheckReport& r, const std::string& where, const Location& 
   if (!l.global.empty()) props["global"] = l.global;
   if (l.line) props["line"] = *l.line;
   if (!l.function.empty()) props["function"] = l.function;
-  if (l.line && !l.member.empty())  // a line of TorchScript code inside the archive
-    loc["logicalLocations"][0]["name"] = l.function.empty() ? l.member : l.function;
+  if (!l.function.empty())  // TorchScript code: the function holding the line
+    loc["logicalLocations"].push_back(J{{"fullyQualifiedName", l.function}, {"kind", "function"}});
   loc["properties"] = std::move(props);
   return loc;
 }

@@ -716,7 +716,8 @@ class Flow {
       loop(fr, s.body);
       return;
     }
-    if (opens_block(t)) return;  // with ...: and the like, unread
+    if (t.rfind("with ", 0) == 0 && opens_block(t)) return exec(fr, s.body);  // with torch.no_grad(): runs its body
+    if (opens_block(t)) return;  // anything else that opens a block (TorchScript prints none): unread
     if (t.rfind("return", 0) == 0) {
       const Val v = t.size() > 7 ? eval(fr, parse(t.substr(7), true)) : of(Val::None);
       fr.ret = fr.has_ret ? join(fr.ret, v) : v;

@@ -159,6 +159,18 @@ for name in ["clean.pt", "lightning_compiled.ckpt", "fsdp_sharded.pt", "data_dep
         if name == "lightning_compiled.ckpt" and len(got[0]["runs"][0]["results"]) < 3:
             fail(f"{path}: want several results")
 
+# A torch.compile finding in a helper of torch/functional.py: the line's function is a logical location, and
+# the result's properties carry the dynamo facts (testdata/compile/t26/truth.json: breaks on 2.6).
+got = check_log("testdata/compile/t26/unique_helper.pt", want_exit={0})
+if got:
+    results = [r for r in got[0]["runs"][0]["results"] if r["ruleId"] == "dynamic-shape-op"]
+    if not results or "2.6" not in results[0]["properties"].get("compile", {}).get("breaks_on", []):
+        fail("testdata/compile/t26/unique_helper.pt: no dynamic-shape-op result with properties.compile.breaks_on 2.6")
+    else:
+        kinds = {(l["kind"], l["fullyQualifiedName"]) for loc in results[0]["locations"] for l in loc.get("logicalLocations", [])}
+        if ("function", "__torch__.torch.functional._unique_impl") not in kinds:
+            fail(f"testdata/compile/t26/unique_helper.pt: logical locations {sorted(kinds)} name no function")
+
 # Malicious: the globals a loader calls (testdata/check, testdata/security expected.json) are named in
 # the results' structured global fields.
 for name in ["evil_os_system.pkl", "evil_exec.pt", "evil_subprocess.pt", "stack_global_dotted.pkl", "inst_hidden.pkl",
