@@ -86,6 +86,10 @@ CONSTRUCTS = {
         return x"""),
     "cond_self_method": ("break", "", """
         return self.decide(x)"""),
+    "cond_allclose": ("break", "", """
+        if torch.allclose(x, x.abs()):
+            return x + 1
+        return x - 1"""),
     "cond_and": ("break", "", """
         if x.shape[0] > 2 and bool((x > 0).any()):
             return x + 1
@@ -104,6 +108,9 @@ CONSTRUCTS = {
     "tolist_float": ("break", "", """
         v: List[float] = x[0].tolist()
         return x + v[0]"""),
+    "tolist_bool": ("break", "", """
+        v: List[bool] = (x[0] > 0).tolist()
+        return x + float(v[0])"""),
     "tolist_int": ("break", "", """
         v: List[int] = x[0].long().tolist()
         return x + v[0]"""),
@@ -190,6 +197,10 @@ CONSTRUCTS = {
         return torch.where(x > 0, x, -x)"""),
     "masked_fill": ("clean", "", """
         return x.masked_fill(x > 0, 0.0)"""),
+    "setitem_mask": ("clean", "", """
+        y = x.clone()
+        y[y > 0] = 0.0
+        return y"""),
     "inplace": ("clean", "", """
         y = x.clone()
         y.add_(1)

@@ -65,13 +65,13 @@ Verdict verdict(const FlowHit& h) {
     case FlowKind::Equal: {
       const bool eq = h.kind == FlowKind::Equal;
       Verdict v{decides ? "data-dependent-control-flow" : "tensor-item", Severity::Warning,
-                eq ? "torch.equal of tensors (aten::equal: a Python bool from tensor data)"
+                eq ? fmt::format("torch.{} of tensors (a Python bool from tensor data)", h.op.substr(5))
                    : "torch.is_nonzero of a tensor (a Python bool from tensor data)",
                 {fmt::format("data dependent operator: {}", h.op), fmt::format("Data dependent operator ({})", h.op)},
                 {},
-                eq ? fmt::format("compare in the graph: torch.all(a == b) stays a tensor (select with torch.where, or "
-                                 "branch with torch.cond); {} does not make dynamo trace aten.equal",
-                                 kScalarFlag)
+                eq ? fmt::format("compare in the graph: torch.all(a == b) or torch.isclose(a, b).all() stays a tensor "
+                                 "(select with torch.where, or branch with torch.cond); {} does not make dynamo trace {}",
+                                 kScalarFlag, h.op)
                    : decides ? keep_tensor_cond
                              : fmt::format("set torch._dynamo.config.{} = True, or keep the value a tensor", kScalarFlag)};
       if (!eq && !decides && !sizes) v.flags[0] = v.flags[1] = {kScalarFlag};

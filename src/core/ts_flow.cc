@@ -1203,9 +1203,9 @@ class Flow {
       v.from.insert(hit(FlowKind::IsNonzero, "aten._local_scalar_dense"));
       return v;
     }
-    if (fn == "equal" && args.size() >= 2 && (is_tensor(args[0]) || is_tensor(args[1]))) {
+    if ((fn == "equal" || fn == "allclose") && args.size() >= 2 && (is_data(args[0]) || is_data(args[1]))) {
       Val v = boolean(-1);
-      v.from.insert(hit(FlowKind::Equal, "aten.equal"));
+      v.from.insert(hit(FlowKind::Equal, "aten." + fn));
       return v;
     }
     if (one_of(fn, {"lstm", "gru", "rnn_tanh", "rnn_relu"})) {

@@ -24,7 +24,7 @@ enum class FlowKind : uint8_t {
   TruthTest,  // bool(tensor) as an if / while condition (TorchScript's own hoisted `_N = bool(...)` too)
   TruthValue,  // bool(tensor) kept in a named variable (the Python had bool(t))
   IsNonzero,  // torch.is_nonzero(tensor)
-  Equal,  // torch.equal(a, b)
+  Equal,  // torch.equal(a, b), torch.allclose(a, b): a Python bool from tensor data
   Scalar,  // tensor.item(), int(tensor), float(tensor)
   TolistFloat,  // .tolist() of a tensor not known to hold integers
   TolistInt,  // .tolist() of an integer tensor
