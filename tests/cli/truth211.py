@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""ckpt against the truth of files written by today's stack (issue 28): testdata/t211/ and testdata/hf211/,
+copied from ../shared/fixtures/ (written on a GPU machine by torch 2.11.0+cu130, Lightning 2.6.6,
+transformers 5.17.0 and accelerate 1.15.0; every value in their truth.json was read back by those
+libraries, never by ckpt).
+
+For every file or folder of t211/truth.json, `ckpt summary --json` must give:
+- each truth tensor by name with its dtype, shape and numel; `n_tensors`, `total_numel` and
+  `unique_numel` as totals.tensors / elements / unique_elements;
+- the parameter and buffer counts the libraries give: Lightning's ModelSummary (total and trainable
+  parameters, its model size in MB as parameter bytes / 1e6, every layer's parameter count as the
+  module table's), Fabric's `n_params` / `n_buffers`, transformers' `num_parameters`, the export's
+  `n_params` and `n_buffers` (the export's buffers include its non-persistent one, which ckpt lists as a
+  constant: buffers + the constants' elements), its constants, operators and range constraints;
+- Lightning's epoch, global_step, version, callbacks, hyper-parameters and the optimizer / scheduler
+  counts; a DCP folder's files;
+and, with --load, `ckpt load --json --checksum` (ckpt-torch, on the CPU) each tensor's CRC-32 as torch
+computed it.
+For hf211/truth.json: num_parameters as totals.parameters and every tensor of each model folder.
+
+Prints a FAIL line per mismatch and the number of values compared; exit status 1 on any mismatch.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def run_json(*cmd):
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=300)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--load", action="store_true", help="also compare CRC-32s through ckpt load (needs ckpt-torch)")
+    ap.add_argument("--root", required=True)
+    a = ap.parse_args()
+    fails, compared = [], 0
+
+    def eq(what, got, want):
+        nonlocal compared
+        compared += 1
+        if got != want:
+            fails.append(f"{what}: ckpt {got!r}, truth {want!r}")
+
+    def tensors(label, doc, truth_tensors, loaded=None, prefix=""):
+        by_name = {t["name"]: t for t in doc["tensors"]}
+        crc = {t["name"]: t.get("crc32") for t in (loaded or {}).get("tensors", [])}
+        if isinstance(truth_tensors, dict):  # the safetensors folders: name -> {file, dtype, shape, crc32}
+            truth_tensors = [dict(v, name=k) for k, v in truth_tensors.items()]
+        for t in truth_tensors:
+            if "numel" not in t:
+                n = 1
+                for d in t["shape"]:
+                    n *= d
+                t = dict(t, numel=n)
+            got = by_name.get(prefix + t["name"])
+            if got is None:
+                fails.append(f"{label}: no tensor {prefix + t['name']}")
+                continue
+            t = dict(t, name=prefix + t["name"])
+            eq(f"{label} {t['name']} dtype", got["dtype"], t["dtype"])
+            eq(f"{label} {t['name']} shape", got["shape"], t["shape"])
+            eq(f"{label} {t['name']} numel", got["numel"], t["numel"])
+            if loaded is not None and "crc32" in t:
+                eq(f"{label} {t['name']} crc32", crc.get(t["name"]), t["crc32"])
+
+    t211 = json.load(open(os.path.join(a.root, "testdata", "t211", "truth.json")))
+    for name, truth in t211.items():
+        if name.startswith("_"):
+            continue
+        path = os.path.join(a.root, "testdata", "t211", name)
+        doc = run_json(a.ckpt, "summary", "--json", "--tensors", path)
+        loaded = run_json(a.ckpt, "load", "--json", "--checksum", path) if a.load else None
+        tot = doc["totals"]
+        # DCP flattens the saved {"model": state_dict} into "model.<key>" names (its .metadata holds them so);
+        # the truth lists the state dict torch.distributed.checkpoint loaded back into.
+        tensors(name, doc, truth["tensors"], loaded, "model." if truth["kind"] == "dcp" else "")
+        for field, key in (("n_tensors", "tensors"), ("total_numel", "elements"), ("unique_numel", "unique_elements")):
+            if field in truth:
+                eq(f"{name} {field}", tot[key], truth[field])
+        if "num_parameters" in truth:
+            eq(f"{name} num_parameters", tot["parameters"], truth["num_parameters"])
+        kind = truth["kind"]
+        if kind == "lightning":
+            s, md = truth["summary"], doc["metadata"]
+            eq(f"{name} total_parameters", tot["parameters"], s["total_parameters"])
+            eq(f"{name} trainable_parameters", tot["trainable"], s["trainable_parameters"])
+            eq(f"{name} model_size_mb", round(tot["parameter_bytes"] / 1e6, 6), s["model_size_mb"])
+            modules = {m["name"]: m for m in doc["modules"]}
+            for layer, _type, params in s["layers"]:
+                if params and layer in modules:
+                    eq(f"{name} layer {layer} params", modules[layer]["parameters"], params)
+                elif params:
+                    fails.append(f"{name}: no module {layer} ({params} params)")
+            eq(f"{name} epoch", md.get("epoch"), truth["epoch"])
+            eq(f"{name} global_step", md.get("global_step"), truth["global_step"])
+            eq(f"{name} pl_version", md.get("pytorch-lightning_version"), truth["pl_version"])
+            eq(f"{name} callbacks", md.get("callbacks"), truth["callbacks"])
+            eq(f"{name} optimizer_states", md.get("optimizer_states", {}).get("count"), truth["n_optimizer_states"])
+            eq(f"{name} lr_schedulers", md.get("lr_schedulers", {}).get("count"), truth["n_lr_schedulers"])
+            hp = md.get("hyper_parameters", {})
+            for k, v in truth["hparams"].items():  # the truth holds repr() of each value
+                got = hp.get(k)
+                rep = repr(tuple(got)) if isinstance(got, list) else repr(got)
+                eq(f"{name} hparam {k}", rep, v)
+        elif kind == "fabric":
+            eq(f"{name} n_params", tot["parameters"], truth["n_params"])
+            eq(f"{name} n_buffers", tot["buffers"], truth["n_buffers"])
+        elif kind == "pt2":
+            model = doc["metadata"]["pt2"]["models"][0]
+            eq(f"{name} n_params", tot["parameters"], truth["n_params"])
+            constants = [i for i in model["inputs"] if i["kind"] in ("constant_tensor", "buffer_non_persistent")]
+            const_numel = 0
+            for c in constants:
+                n = 1
+                for d in c["shape"]:
+                    n *= d
+                const_numel += n
+            eq(f"{name} n_buffers (buffers + non-persistent)", tot["buffers"] + const_numel, truth["n_buffers"])
+            eq(f"{name} constants", sorted(c["target"] for c in constants), sorted(truth["constants"]))
+            eq(f"{name} ops", {k.removeprefix("torch.ops."): v for k, v in model["ops"].items()}, truth["ops"])
+            eq(f"{name} range_constraints",
+               {r["symbol"]: f"VR[{r['min']}, {r['max']}]" for r in model["range_constraints"]}, truth["range_constraints"])
+        elif kind == "dcp":
+            eq(f"{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
+        elif kind in ("hf_sharded", "hf_single"):
+            eq(f"{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
+            if "metadata" in truth:
+                eq(f"{name} metadata", doc["metadata"].get("__metadata__"), truth["metadata"])
+
+    hf = json.load(open(os.path.join(a.root, "testdata", "hf211", "truth.json")))
+    for name, truth in hf.items():
+        if name.startswith("_"):
+            continue
+        path = os.path.join(a.root, "testdata", "hf211", name)
+        doc = run_json(a.ckpt, "summary", "--json", "--tensors", path)
+        eq(f"hf211/{name} num_parameters", doc["totals"]["parameters"], truth["num_parameters"])
+        eq(f"hf211/{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
+        if "tensors" in truth:
+            tensors(f"hf211/{name}", doc, truth["tensors"])
+
+    for f in fails:
+        print("FAIL", f)
+    print(f"{compared} values compared, {len(fails)} mismatches")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
