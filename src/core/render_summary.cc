@@ -273,7 +273,7 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
     // Escaped here, before the text table measures its columns.
-    std::vector<std::string> row{visible(r.name),        r.type.empty() ? "?" : visible(r.type), params,
+    std::vector<std::string> row{visible(r.name),        r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type), params,
                                  human_count(r.buffers), visible(join(r.dtypes, ", ")),          human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
@@ -519,6 +519,10 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     opt_string(r.type);
     out += ", \"qualified_type\": ";
     opt_string(r.qualified_type);
+    if (!r.inferred_type.empty()) {
+      out += ", \"inferred_type\": ";
+      put_string(out, r.inferred_type);
+    }
     fmt::format_to(out_it,
                    ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
                    "\"tensors\": {}, \"uninitialized\": {}, \"dtypes\": [",

@@ -1,5 +1,7 @@
 #include "core/summary.h"
 
+#include "core/layer_types.h"
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -175,6 +177,10 @@ Summary summarize(const Checkpoint& ck) {
         for (auto c = it->second.rbegin(); c != it->second.rend(); ++c) stack.push_back(*c);
     }
     s.modules = std::move(sorted);
+    // No module tree in the file: what each module's tensors imply (shown as inferred).
+    const std::unordered_map<std::string, std::string> inferred = infer_layer_types(ck.tensors);
+    for (ModuleRow& r : s.modules)
+      if (auto it = inferred.find(r.name); it != inferred.end() && r.type.empty()) r.inferred_type = it->second;
   }
 
   // Storages shared by several entries: tied weights (same view) and distinct views.

@@ -34,6 +34,7 @@ struct ModuleRow {
   std::string name;  // "" for the root
   std::string type;  // short class name or "" when unknown
   std::string qualified_type;
+  std::string inferred_type;  // state dicts: the class its tensors imply (layer_types.h), "" when unknown
   int depth = 0;  // 0 for the root, 1 for its children, ...
   uint64_t parameters = 0;
   uint64_t trainable = 0;

@@ -14,7 +14,8 @@ For every file or folder of t211/truth.json, `ckpt summary --json` must give:
   constant: buffers + the constants' elements), its constants, operators and range constraints;
 - Lightning's epoch, global_step, version, callbacks, hyper-parameters and the optimizer / scheduler
   counts; a DCP folder's files;
-and, with --load, `ckpt load --json --checksum` (ckpt-torch, on the CPU) each tensor's CRC-32 as torch
+every inferred layer type (`inferred_type`) equal to the class ModelSummary or transformers' module_types
+report (or `?`; the hit rate is printed); and, with --load, `ckpt load --json --checksum` (ckpt-torch, on the CPU) each tensor's CRC-32 as torch
 computed it.
 For hf211/truth.json: num_parameters as totals.parameters and every tensor of each model folder.
 
@@ -42,6 +43,24 @@ def main():
     ap.add_argument("--root", required=True)
     a = ap.parse_args()
     fails, compared = [], 0
+    types = {"known": 0, "inferred": 0}
+
+    def layer_types(label, doc, known):
+        """Inferred layer types (`inferred_type`, shown ~Type) against the classes the library reports:
+        equal, or the library's own spelling of it (LlamaRMSNorm is an RMSNorm); none where unsure."""
+        nonlocal compared
+        for m in doc["modules"]:
+            k = known.get(m["name"])
+            if k is None:
+                continue
+            types["known"] += 1
+            got = m.get("inferred_type")
+            if got is None:
+                continue
+            types["inferred"] += 1
+            compared += 1
+            if not (got == k or k.endswith(got)):
+                fails.append(f"{label} {m['name']}: inferred type {got}, the library says {k}")
 
     def eq(what, got, want):
         nonlocal compared
@@ -99,6 +118,7 @@ def main():
                     eq(f"{name} layer {layer} params", modules[layer]["parameters"], params)
                 elif params:
                     fails.append(f"{name}: no module {layer} ({params} params)")
+            layer_types(name, doc, {layer: typ for layer, typ, _ in s["layers"]})
             eq(f"{name} epoch", md.get("epoch"), truth["epoch"])
             eq(f"{name} global_step", md.get("global_step"), truth["global_step"])
             eq(f"{name} pl_version", md.get("pytorch-lightning_version"), truth["pl_version"])
@@ -143,11 +163,13 @@ def main():
         doc = run_json(a.ckpt, "summary", "--json", "--tensors", path)
         eq(f"hf211/{name} num_parameters", doc["totals"]["parameters"], truth["num_parameters"])
         eq(f"hf211/{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
+        layer_types(f"hf211/{name}", doc, truth["module_types"])
         if "tensors" in truth:
             tensors(f"hf211/{name}", doc, truth["tensors"])
 
     for f in fails:
         print("FAIL", f)
+    print(f"layer types: {types['inferred']} of {types['known']} modules with a known class inferred, the rest `?`")
     print(f"{compared} values compared, {len(fails)} mismatches")
     return 1 if fails else 0
 

@@ -1,0 +1,26 @@
+// Layer types of a state dict's modules, inferred from what each module holds directly: its tensors'
+// names (the attribute a torch.nn class gives them: weight, bias, running_mean, in_proj_weight,
+// weight_ih_l0, ...) and ranks, the bias's length against the weight's dimensions, the next sibling
+// (a BatchNorm's channels after a convolution) and the module's own name where torch's classes and
+// transformers' name them (embeddings, norms, GPT-2's Conv1D). A type is given only when those say it
+// alone; anything ambiguous (a square weight that could be either way, a container, a norm of unknown
+// kind) stays unknown (`?` in the table). Shown as inferred (`~Conv2d`), never as a known class.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/checkpoint.h"
+
+namespace ckpt {
+
+// Module name ("features.0", "" for the root) -> inferred class name, for the modules the tensors
+// imply (every dotted prefix of a tensor's name); modules with no inference are absent.
+std::unordered_map<std::string, std::string> infer_layer_types(const std::vector<Tensor>& tensors);
+
+// Whether an inferred type agrees with a known class: equal, or the known class is a model's own
+// spelling of it (transformers' LlamaRMSNorm is an RMSNorm).
+bool layer_type_matches(const std::string& inferred, const std::string& known);
+
+}  // namespace ckpt
