@@ -90,12 +90,14 @@ def main():
             if loaded is not None and "crc32" in t:
                 eq(f"{label} {t['name']} crc32", crc.get(t["name"]), t["crc32"])
 
-    t211 = json.load(open(os.path.join(a.root, "testdata", "t211", "truth.json")))
-    for name, truth in t211.items():
-        if name.startswith("_"):
-            continue
-        path = os.path.join(a.root, "testdata", "t211", name)
-        doc = run_json(a.ckpt, "summary", "--json", "--tensors", path)
+    def cases(folder):
+        """(name, truth, path, summary JSON) for every entry of testdata/FOLDER/truth.json."""
+        for name, truth in json.load(open(os.path.join(a.root, "testdata", folder, "truth.json"))).items():
+            if not name.startswith("_"):
+                path = os.path.join(a.root, "testdata", folder, name)
+                yield name, truth, path, run_json(a.ckpt, "summary", "--json", "--tensors", path)
+
+    for name, truth, path, doc in cases("t211"):
         loaded = run_json(a.ckpt, "load", "--json", "--checksum", path) if a.load else None
         tot = doc["totals"]
         # DCP flattens the saved {"model": state_dict} into "model.<key>" names (its .metadata holds them so);
@@ -155,12 +157,7 @@ def main():
             if "metadata" in truth:
                 eq(f"{name} metadata", doc["metadata"].get("__metadata__"), truth["metadata"])
 
-    hf = json.load(open(os.path.join(a.root, "testdata", "hf211", "truth.json")))
-    for name, truth in hf.items():
-        if name.startswith("_"):
-            continue
-        path = os.path.join(a.root, "testdata", "hf211", name)
-        doc = run_json(a.ckpt, "summary", "--json", "--tensors", path)
+    for name, truth, path, doc in cases("hf211"):
         eq(f"hf211/{name} num_parameters", doc["totals"]["parameters"], truth["num_parameters"])
         eq(f"hf211/{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
         layer_types(f"hf211/{name}", doc, truth["module_types"])
