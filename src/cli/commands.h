@@ -26,6 +26,7 @@ struct SummaryOptions : LimitOptions {
   std::string example_input_file;  // torch.save'd tensor / tuple / dict of inputs
   std::string device = "cpu";
   bool tensors = false;  // --tensors: the tensor table in text / Markdown
+  bool exact = false;  // --exact: exact counts, per-dtype counts, the count without embeddings
   std::vector<std::string> match;  // --match GLOB: only these tensors in it (implies --tensors)
   bool wants_forward() const { return !example_inputs.empty() || !example_input_file.empty(); }
 };

@@ -37,6 +37,9 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   sub->add_flag("--tensors", o.tensors,
                 "Text / Markdown: a table of every tensor entry (name, dtype, shape, kind, state, size, trainable, tied to); "
                 "JSON always lists them");
+  sub->add_flag("--exact", o.exact,
+                "Text / Markdown: exact counts (3,002) instead of Lightning's rounded ones (3.0 K), then the counts per dtype "
+                "and the parameters without embeddings; JSON always has them");
   sub->add_option("--match", o.match,
                   "List only the tensors whose name matches this glob (fnmatch: * ? [..], * also matches '.'); repeatable, "
                   "implies --tensors; not with JSON")
@@ -149,6 +152,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
     r.depth = o.depth;
     r.color = use_color(STDOUT_FILENO);
     r.tensors = o.tensors;
+    r.exact = o.exact;
     r.match = o.match;
     (format == OutputFormat::Markdown ? write_summary_markdown : write_summary_text)(s, r, out);
   }

@@ -267,14 +267,15 @@ Table module_table(const Summary& s, const RenderOptions& o) {
   }
   for (const ModuleRow& r : s.modules) {
     if (r.depth == 0 || o.depth == 0 || (o.depth > 0 && r.depth > o.depth)) continue;
-    std::string params = human_count(r.parameters);
+    std::string params = o.exact ? grouped_count(r.parameters) : human_count(r.parameters);
     if (r.uninitialized) {
       while (params.back() == ' ') params.pop_back();
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
     // Escaped here, before the text table measures its columns.
-    std::vector<std::string> row{visible(r.name),        r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type), params,
-                                 human_count(r.buffers), visible(join(r.dtypes, ", ")),          human_bytes(r.bytes)};
+    const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type);
+    std::vector<std::string> row{visible(r.name), type, params, o.exact ? grouped_count(r.buffers) : human_count(r.buffers),
+                                 visible(join(r.dtypes, ", ")), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
       const ModuleForward& m = forward_of(*f, r.name);
@@ -306,8 +307,8 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
     }
     tensor_table(s, rows, true, out, flush);
     out += "\n| Total | |\n|---|--:|\n";
-    auto count = [](uint64_t n) {
-      std::string c = human_count(n);
+    auto count = [&](uint64_t n) {
+      std::string c = o.exact ? grouped_count(n) : human_count(n);
       while (c.back() == ' ') c.pop_back();
       return c;
     };
@@ -319,6 +320,12 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
     out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
                        static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
     if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
+    if (o.exact) {
+      out += fmt::format("| Params without embeddings | {} |\n", count(T.parameters_without_embeddings));
+      for (const Totals::ByDtype& d : T.by_dtype)
+        out += fmt::format("| {} | {} params, {} buffers, {} |\n", d.dtype, count(d.parameters), count(d.buffers),
+                           human_bytes(d.bytes));
+    }
     if (ck.format == Format::Pt2) out += pt2_sections(ck, true);
     if (!s.findings.empty()) out += "\n";
     for (const Finding& f : s.findings)
@@ -343,11 +350,18 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
   }
   tensor_table(s, rows, false, out, flush);
   auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
-  foot(human_count(T.trainable), "Trainable params");
-  foot(human_count(T.non_trainable), "Non-trainable params");
-  foot(human_count(T.parameters), "Total params");
-  foot(human_count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
-  if (T.attributes) foot(human_count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
+  auto count = [&](uint64_t n) { return o.exact ? grouped_count(n) : human_count(n); };
+  foot(count(T.trainable), "Trainable params");
+  foot(count(T.non_trainable), "Non-trainable params");
+  foot(count(T.parameters), "Total params");
+  if (o.exact) foot(count(T.parameters_without_embeddings), "Params without embeddings (transformers' exclude_embeddings)");
+  foot(count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
+  if (T.attributes) foot(count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
+  if (o.exact)
+    for (const Totals::ByDtype& d : T.by_dtype)
+      foot(count(d.parameters + d.buffers),
+           fmt::format("{} elements: {} params, {} buffers, {}", d.dtype, count(d.parameters), count(d.buffers),
+                       human_bytes(d.bytes)));
   foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
   foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
@@ -459,9 +473,15 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                   {"buffers", T.buffers},
                   {"attributes", T.attributes},
                   {"parameter_bytes", T.parameter_bytes},
+                  {"parameters_without_embeddings", T.parameters_without_embeddings},
                   {"uninitialized", T.uninitialized},
                   {"meta", T.meta},
                   {"storages", ck.storages.size()}};
+  J by_dtype = J::array();
+  for (const Totals::ByDtype& d : T.by_dtype)
+    by_dtype.push_back(
+        J{{"dtype", d.dtype}, {"tensors", d.tensors}, {"parameters", d.parameters}, {"buffers", d.buffers}, {"bytes", d.bytes}});
+  j["totals"]["by_dtype"] = std::move(by_dtype);
   if (!ck.modules.empty()) {
     uint64_t modules = 0, train = 0, eval = 0;
     // Every path counts, as named_modules() of a loaded ScriptModule lists it; entries count once.

@@ -17,6 +17,7 @@ struct RenderOptions {
   int depth = 1;  // module rows up to this depth (Lightning's max_depth): -1 all, 0 none
   bool color = false;  // ANSI colour for severities
   bool tensors = false;  // the tensor table (--tensors)
+  bool exact = false;  // exact counts, per-dtype counts, parameters without embeddings (--exact)
   std::vector<std::string> match;  // fnmatch globs: list only entries whose name matches one (--match)
 };
 

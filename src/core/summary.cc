@@ -68,6 +68,15 @@ Summary summarize(const Checkpoint& ck) {
     seen[id_of[k]] = true;
     T.unique_elements += n;
     T.bytes += t.bytes;
+    if (t.dtype) {
+      const std::string_view dt = t.dtype->name;
+      auto d = std::find_if(T.by_dtype.begin(), T.by_dtype.end(), [&](const Totals::ByDtype& b) { return b.dtype == dt; });
+      if (d == T.by_dtype.end()) d = T.by_dtype.insert(T.by_dtype.end(), Totals::ByDtype{std::string(dt)});
+      ++d->tensors;
+      d->bytes += t.bytes;
+      if (t.kind == TensorKind::Buffer) d->buffers += n;
+      else if (t.kind != TensorKind::Attribute) d->parameters += n;
+    }
     if (t.kind == TensorKind::Buffer) {
       T.buffers += n;
     } else if (t.kind == TensorKind::Attribute) {
@@ -196,6 +205,20 @@ Summary summarize(const Checkpoint& ck) {
       if (g.size() > 1 && ck.tensors[g.front()].name == ck.tensors[k].name) s.tied_groups.push_back(g);
     }
     if (groups.size() > 1) s.view_groups.push_back(idx);
+  }
+  // transformers' num_parameters(exclude_embeddings=True): every Embedding module's weight left out, once.
+  T.parameters_without_embeddings = T.parameters;
+  std::unordered_map<std::string_view, size_t> tensor_of;
+  for (size_t k = 0; k < ck.tensors.size(); ++k) tensor_of.emplace(ck.tensors[k].name, k);
+  std::unordered_set<size_t> left_out;
+  for (const ModuleRow& r : s.modules) {
+    const std::string& type = r.type.empty() ? r.inferred_type : r.type;
+    if (type.size() < 9 || type.compare(type.size() - 9, 9, "Embedding") != 0) continue;
+    auto it = tensor_of.find(r.name.empty() ? "weight" : r.name + ".weight");
+    if (it == tensor_of.end()) continue;
+    const Tensor& w = ck.tensors[it->second];
+    if (w.kind != TensorKind::Parameter || (w.state == TensorState::Uninitialized && !w.resolved)) continue;
+    if (left_out.insert(id_of[it->second]).second) T.parameters_without_embeddings -= static_cast<uint64_t>(w.numel);
   }
   s.same_tensor = std::move(id_of);
   return s;

@@ -28,6 +28,14 @@ struct Totals {
   uint64_t parameter_bytes = 0;  // unique parameter bytes (Lightning's "model params size")
   uint64_t uninitialized = 0;  // entries
   uint64_t meta = 0;  // entries
+  // Parameters outside Embedding modules (known or inferred): transformers' num_parameters(exclude_embeddings=True),
+  // which leaves out the weight of every nn.Embedding (a tied lm_head with it, being the same parameter).
+  uint64_t parameters_without_embeddings = 0;
+  struct ByDtype {
+    std::string dtype;
+    uint64_t tensors = 0, parameters = 0, buffers = 0, bytes = 0;  // unique tensors of that dtype
+  };
+  std::vector<ByDtype> by_dtype;  // in first-seen order
 };
 
 struct ModuleRow {

@@ -7,6 +7,15 @@
 
 namespace ckpt {
 
+std::string grouped_count(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) out += ',';
+    out += digits[k];
+  }
+  return out;
+}
+
 std::string human_count(uint64_t number) {
   // lightning/pytorch/utilities/model_summary/model_summary.py get_human_readable_count
   static const char* labels[] = {" ", "K", "M", "B", "T"};

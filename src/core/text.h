@@ -17,6 +17,8 @@ namespace ckpt {
 
 // Lightning's get_human_readable_count: 999 -> "999  ", 1234 -> "1.2 K", 132000 -> "132 K".
 std::string human_count(uint64_t n);
+// The exact count with Python's thousands separators (f"{n:,}"): 3002 -> "3,002".
+std::string grouped_count(uint64_t n);
 // Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".
 std::string human_bytes(uint64_t n);
 // "[4, 3]", "[]" for 0-dim.

@@ -5,6 +5,8 @@ transformers 5.17.0 and accelerate 1.15.0; every value in their truth.json was r
 libraries, never by ckpt).
 
 For every file or folder of t211/truth.json, `ckpt summary --json` must give:
+- transformers' num_parameters(exclude_embeddings=True) as totals.parameters_without_embeddings, and
+  the elements of each dtype (totals.by_dtype) as the truth's tensors sum them;
 - each truth tensor by name with its dtype, shape and numel; `n_tensors`, `total_numel` and
   `unique_numel` as totals.tensors / elements / unique_elements;
 - the parameter and buffer counts the libraries give: Lightning's ModelSummary (total and trainable
@@ -108,6 +110,18 @@ def main():
                 eq(f"{name} {field}", tot[key], truth[field])
         if "num_parameters" in truth:
             eq(f"{name} num_parameters", tot["parameters"], truth["num_parameters"])
+        if "num_parameters_exclude_embeddings" in truth:
+            eq(f"{name} num_parameters(exclude_embeddings=True)", tot["parameters_without_embeddings"],
+               truth["num_parameters_exclude_embeddings"])
+        # per dtype: the elements of the truth's tensors of each dtype (each tensor once by name)
+        want = {}
+        for t in (truth["tensors"].values() if isinstance(truth["tensors"], dict) else truth["tensors"]):
+            n = 1
+            for d in t["shape"]:
+                n *= d
+            want[t["dtype"]] = want.get(t["dtype"], 0) + n
+        if truth.get("unique_numel", truth.get("total_numel")) == truth.get("total_numel"):
+            eq(f"{name} elements per dtype", {d["dtype"]: d["parameters"] + d["buffers"] for d in tot["by_dtype"]}, want)
         kind = truth["kind"]
         if kind == "lightning":
             s, md = truth["summary"], doc["metadata"]
@@ -159,6 +173,8 @@ def main():
 
     for name, truth, path, doc in cases("hf211"):
         eq(f"hf211/{name} num_parameters", doc["totals"]["parameters"], truth["num_parameters"])
+        eq(f"hf211/{name} num_parameters(exclude_embeddings=True)", doc["totals"]["parameters_without_embeddings"],
+           truth["num_parameters_exclude_embeddings"])
         eq(f"hf211/{name} files", sorted(os.listdir(path)), sorted(truth["files"]))
         layer_types(f"hf211/{name}", doc, truth["module_types"])
         if "tensors" in truth:
