@@ -163,6 +163,14 @@ Verdict verdict(const FlowHit& h) {
   return {};
 }
 
+Location code_location(const FlowHit& h) {
+  Location loc;
+  loc.member = h.file;
+  loc.line = h.line;
+  loc.function = h.function;
+  return loc;
+}
+
 }  // namespace
 
 void compile_rules(const Checkpoint& ck, std::vector<Finding>& out) {
@@ -187,11 +195,7 @@ void compile_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     Group& g = groups[it->second];
     const std::string entries = join(h.entries, ", ");
     g.f.where.push_back(fmt::format("{}: {} ({}:{}: {})", entries, h.function, h.file, h.line, visible_prefix(h.text, 120)));
-    Location loc;
-    loc.member = h.file;
-    loc.line = h.line;
-    loc.function = h.function;
-    g.f.locations.push_back(std::move(loc));
+    g.f.locations.push_back(code_location(h));
     if (!g.f.compile) g.f.compile = CompileFacts{};
     for (const std::string& e : h.entries)
       if (std::find(g.f.compile->entries.begin(), g.f.compile->entries.end(), e) == g.f.compile->entries.end())
@@ -238,11 +242,7 @@ void compile_rules(const Checkpoint& ck, std::vector<Finding>& out) {
     Finding f{"ignored-code", Severity::Info, "", "", {}, {}};
     for (const FlowHit* h : stubs) {
       f.where.push_back(fmt::format("{}: {} ({}:{})", join(h->entries, ", "), h->function, h->file, h->line));
-      Location loc;
-      loc.member = h->file;
-      loc.line = h->line;
-      loc.function = h->function;
-      f.locations.push_back(std::move(loc));
+      f.locations.push_back(code_location(*h));
     }
     f.message = fmt::format("{} place(s) run a stub of a @torch.jit.unused / @torch.jit.ignore(drop=True) function, which "
                             "raises: its code is not in the archive, so what torch.compile makes of it cannot be read here: {}",

@@ -252,6 +252,9 @@ struct Table {
   std::vector<std::vector<std::string>> rows;
 };
 
+// A count as the table and the totals show it: Lightning's rounded one, or with --exact the exact one.
+std::string count_text(uint64_t n, const RenderOptions& o) { return o.exact ? grouped_count(n) : human_count(n); }
+
 Table module_table(const Summary& s, const RenderOptions& o) {
   const Checkpoint& ck = *s.ck;
   const bool has_mode = !ck.modules.empty() && ck.format != Format::Pt2;  // export graphs keep no `training`
@@ -267,14 +270,14 @@ Table module_table(const Summary& s, const RenderOptions& o) {
   }
   for (const ModuleRow& r : s.modules) {
     if (r.depth == 0 || o.depth == 0 || (o.depth > 0 && r.depth > o.depth)) continue;
-    std::string params = o.exact ? grouped_count(r.parameters) : human_count(r.parameters);
+    std::string params = count_text(r.parameters, o);
     if (r.uninitialized) {
       while (params.back() == ' ') params.pop_back();
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
     // Escaped here, before the text table measures its columns.
     const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type);
-    std::vector<std::string> row{visible(r.name), type, params, o.exact ? grouped_count(r.buffers) : human_count(r.buffers),
+    std::vector<std::string> row{visible(r.name), type, params, count_text(r.buffers, o),
                                  visible(join(r.dtypes, ", ")), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
@@ -308,7 +311,7 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
     tensor_table(s, rows, true, out, flush);
     out += "\n| Total | |\n|---|--:|\n";
     auto count = [&](uint64_t n) {
-      std::string c = o.exact ? grouped_count(n) : human_count(n);
+      std::string c = count_text(n, o);
       while (c.back() == ' ') c.pop_back();
       return c;
     };
@@ -350,7 +353,7 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
   }
   tensor_table(s, rows, false, out, flush);
   auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
-  auto count = [&](uint64_t n) { return o.exact ? grouped_count(n) : human_count(n); };
+  auto count = [&](uint64_t n) { return count_text(n, o); };
   foot(count(T.trainable), "Trainable params");
   foot(count(T.non_trainable), "Non-trainable params");
   foot(count(T.parameters), "Total params");

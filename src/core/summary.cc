@@ -213,7 +213,7 @@ Summary summarize(const Checkpoint& ck) {
   std::unordered_set<size_t> left_out;
   for (const ModuleRow& r : s.modules) {
     const std::string& type = r.type.empty() ? r.inferred_type : r.type;
-    if (type.size() < 9 || type.compare(type.size() - 9, 9, "Embedding") != 0) continue;
+    if (!layer_type_matches("Embedding", type)) continue;  // nn.Embedding or a model's own subclass name
     auto it = tensor_of.find(r.name.empty() ? "weight" : r.name + ".weight");
     if (it == tensor_of.end()) continue;
     const Tensor& w = ck.tensors[it->second];

@@ -415,6 +415,16 @@ bool is_tensor(const Val& v) { return v.k == Val::Tensor && !v.maybe_none; }
 // A tensor whose value comes from the input's data (not a traced size, not a constant).
 bool is_data(const Val& v) { return is_tensor(v) && !v.fixed; }
 
+// `a is b` (is_ == true) or `a is not b` where one side is None: 1 / 0 when the other side's type
+// decides it, -1 when it may or may not be None (or neither side is None).
+int8_t is_none_test(const Val& a, const Val& b, bool is_) {
+  if (a.k != Val::None && b.k != Val::None) return -1;
+  const Val& other = a.k == Val::None ? b : a;
+  if (other.k != Val::None && (other.maybe_none || other.k == Val::Unknown)) return -1;
+  const bool same = other.k == Val::None;
+  return static_cast<int8_t>(is_ ? same : !same);
+}
+
 Val join(const Val& a, const Val& b) {
   if (a.k == Val::None && b.k != Val::None) {
     Val v = b;
@@ -761,7 +771,8 @@ class Flow {
     inner.returned = false;
     exec(inner, body);
     if (cond && !inner.returned) condition(inner, *cond);
-    merge(fr, inner);
+    take_ret(fr, inner);
+    join_env(fr, inner);
   }
 
   // An assert, as TorchScript prints `assert t`: `if bool(t): pass` else `raise AssertionError`.
@@ -782,30 +793,12 @@ class Flow {
     a.returned = b.returned = false;
     exec(a, s.body);
     exec(b, s.orelse);
-    if (a.returned && b.returned) {
-      fr.env = a.env;
-      fr.returned = true;
-      take_ret(fr, a);
-      take_ret(fr, b);
-      return;
-    }
-    if (a.returned) {
-      take_ret(fr, a);
-      fr.env = b.env;
-      return;
-    }
-    if (b.returned) {
-      take_ret(fr, b);
-      fr.env = a.env;
-      return;
-    }
     take_ret(fr, a);
     take_ret(fr, b);
-    fr.env = a.env;
-    for (auto& [n, v] : b.env) {
-      auto it = fr.env.find(n);
-      fr.env[n] = it == fr.env.end() ? v : join(it->second, v);
-    }
+    fr.returned = a.returned && b.returned;
+    // what runs after the if sees the branches that fell through it
+    fr.env = a.returned && !b.returned ? std::move(b.env) : std::move(a.env);
+    if (!a.returned && !b.returned) join_env(fr, b);
   }
 
   static void take_ret(Frame& into, const Frame& from) {
@@ -814,8 +807,7 @@ class Flow {
     into.has_ret = true;
   }
 
-  void merge(Frame& fr, const Frame& other) {
-    take_ret(fr, other);
+  static void join_env(Frame& fr, const Frame& other) {
     for (const auto& [n, v] : other.env) {
       auto it = fr.env.find(n);
       fr.env[n] = it == fr.env.end() ? v : join(it->second, v);
@@ -957,7 +949,6 @@ class Flow {
     if (s == "None") return of(Val::None);
     if (s == "True" || s == "False") return boolean(s == "True");
     if (s == "inf" || s == "nan") return of(Val::Float);
-    if (s == "CONSTANTS") return of(Val::Unknown);
     return of(Val::Unknown);
   }
 
@@ -995,11 +986,7 @@ class Flow {
       v = tensor(one_of(n.s, {"==", "!=", "<", ">", "<=", ">="}) ? Val::Boolean : Val::AnyDtype);
     } else if (one_of(n.s, {"==", "!=", "<", ">", "<=", ">=", "is", "is not", "in", "not in"})) {
       v = boolean(-1);
-      if ((n.s == "is" || n.s == "is not") && (l.k == Val::None || r.k == Val::None)) {
-        const Val& other = l.k == Val::None ? r : l;
-        const int8_t same = other.k == Val::None ? 1 : other.maybe_none || other.k == Val::Unknown ? -1 : 0;
-        v.known = same < 0 ? -1 : static_cast<int8_t>(n.s == "is" ? same : !same);
-      }
+      if (n.s == "is" || n.s == "is not") v.known = is_none_test(l, r, n.s == "is");
     } else {
       v = of(l.k == Val::Float || r.k == Val::Float ? Val::Float : l.k == Val::Int && r.k == Val::Int ? Val::Int : Val::Unknown);
     }
@@ -1104,7 +1091,7 @@ class Flow {
       hit(FlowKind::PythonOp, "prim::PythonOp");
       return of(Val::Unknown);
     }
-    if (fn.rfind("torch.", 0) == 0 && fn.find('.', 6) == std::string::npos) return torch_op(fr, fn.substr(6), args, arg_nodes, kwargs, from);
+    if (fn.rfind("torch.", 0) == 0 && fn.find('.', 6) == std::string::npos) return torch_op(fn.substr(6), args, arg_nodes, kwargs, from);
     if (fn == "torch.compiler.is_compiling" || fn == "torch._dynamo.is_compiling" || fn == "torch._utils.is_compiling") return boolean(1);
 
     // a free function: by name, or a local holding one (`_0 = __torch__.m.helper` then `_0(x)`)
@@ -1175,22 +1162,13 @@ class Flow {
     return v;
   }
 
-  Val torch_op(Frame& fr, const std::string& fn, const std::vector<Val>& args, const std::vector<const Node*>& nodes,
+  Val torch_op(const std::string& fn, const std::vector<Val>& args, const std::vector<const Node*>& nodes,
                const std::vector<std::pair<std::string, Val>>& kwargs, const std::set<size_t>& from) {
-    (void)fr;
     if (fn == "warn") {
       hit(FlowKind::Warn, "warnings.warn");
       return of(Val::None);
     }
-    if (fn == "__is__" || fn == "__isnot__") {
-      Val v = boolean(-1);
-      if (args.size() == 2 && (args[0].k == Val::None || args[1].k == Val::None)) {
-        const Val& other = args[0].k == Val::None ? args[1] : args[0];
-        const int8_t same = other.k == Val::None ? 1 : other.maybe_none || other.k == Val::Unknown ? -1 : 0;
-        if (same >= 0) v.known = static_cast<int8_t>(fn == "__is__" ? same : !same);
-      }
-      return v;
-    }
+    if (fn == "__is__" || fn == "__isnot__") return boolean(args.size() == 2 ? is_none_test(args[0], args[1], fn == "__is__") : -1);
     if (fn == "__not__" && args.size() == 1) {
       Val v = boolean(args[0].k == Val::Bool && args[0].known >= 0 ? !args[0].known : -1);
       v.from = from;
