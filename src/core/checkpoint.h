@@ -249,7 +249,6 @@ struct TorchScriptInfo {
   bool mobile = false;  // bytecode.pkl: a lite-interpreter archive
   std::vector<TsMethodInfo> methods;  // summary's JSON `methods`
   std::string root_class;  // "__torch__.model.Net": the class of data.pkl's root object
-  bool traced = false;  // a code/*.debug_pkl names torch.jit.trace's frames: (part of) the code was traced
 };
 
 struct ShardInfo {

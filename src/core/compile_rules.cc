@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <map>
 
+#include "core/error.h"
 #include "core/text.h"
 #include "core/ts_flow.h"
+#include "core/zip.h"
 
 namespace ckpt {
 
@@ -163,6 +165,32 @@ Verdict verdict(const FlowHit& h) {
   return {};
 }
 
+// torch.jit.trace records each traced op's Python stack in the code's debug records (code/*.debug_pkl,
+// torch deflates some), torch.jit.trace's own frames included. Read here, for the finding only, so that
+// the reader (and so load) never touches these members; one over 64 MiB is not read.
+bool traced_code(const Checkpoint& ck) {
+  if (!ck.zip || ck.ts_classes.empty()) return false;
+  const std::string code = ck.prefix + "/code/";
+  for (const ZipEntry& e : ck.zip->entries()) {
+    const std::string_view name = e.name;
+    constexpr uint64_t kMaxDebug = 64ull << 20;
+    if (name.substr(0, code.size()) != code || name.size() < 10 || name.substr(name.size() - 10) != ".debug_pkl" ||
+        e.uncompressed_size > kMaxDebug)
+      continue;
+    std::string storage;
+    ByteView raw;
+    try {
+      raw = ck.zip->content(e, &storage, kMaxDebug);
+    } catch (const InputError&) {
+      continue;  // a broken debug record says nothing about tracing; torch.jit.load reads the code without it
+    }
+    const std::string_view dbg = raw.str(0, raw.size());
+    if (dbg.find("torch/jit/_trace.py(") != std::string_view::npos || dbg.find("torch\\jit\\_trace.py(") != std::string_view::npos)
+      return true;
+  }
+  return false;
+}
+
 Location code_location(const FlowHit& h) {
   Location loc;
   loc.member = h.file;
@@ -251,7 +279,7 @@ void compile_rules(const Checkpoint& ck, std::vector<Finding>& out) {
             "unused";
     out.push_back(std::move(f));
   }
-  if (ck.torchscript.traced)
+  if (traced_code(ck))
     out.push_back({"traced-archive", Severity::Info,
                    "this TorchScript code was made by torch.jit.trace (its debug records name torch.jit.trace's frames): it is "
                    "the path one example input took, so branches on tensor values, .item() calls and data-dependent shapes of "

@@ -258,17 +258,7 @@ class TsReader {
     const std::string code = pre_ + "code/";
     for (const ZipEntry& e : zip_.entries()) {
       std::string_view name = e.name;
-      if (name.substr(0, code.size()) != code) continue;
-      if (!ck_.torchscript.traced && name.size() > 10 && name.substr(name.size() - 10) == ".debug_pkl") {
-        // torch.jit.trace records each traced op's Python stack, torch.jit.trace's own frames included.
-        std::string storage;
-        const ByteView raw = zip_.content(e, &storage, lim_.inflate_bytes);
-        const std::string_view dbg = raw.str(0, raw.size());
-        ck_.torchscript.traced = dbg.find("torch/jit/_trace.py(") != std::string_view::npos ||
-                                 dbg.find("torch\\jit\\_trace.py(") != std::string_view::npos;
-        continue;
-      }
-      if (name.size() < code.size() + 3 || name.substr(name.size() - 3) != ".py") continue;
+      if (name.substr(0, code.size()) != code || name.size() < code.size() + 3 || name.substr(name.size() - 3) != ".py") continue;
       std::string module(name.substr(code.size(), name.size() - code.size() - 3));
       std::replace(module.begin(), module.end(), '/', '.');
       std::string storage;
