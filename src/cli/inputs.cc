@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dcp.h"
+#include "core/hf_config.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/security.h"
@@ -113,7 +114,7 @@ bool selected(const std::string& rel, bool is_dir, const std::vector<std::string
   return is_dir || has_checkpoint_extension(rel);
 }
 
-bool is_checkpoint_dir(const std::string& path) { return is_dcp_dir(path) || !find_index(path).empty(); }
+bool is_checkpoint_dir(const std::string& path) { return is_dcp_dir(path) || !find_index(path).empty() || is_hf_dir(path); }
 
 Expanded expand_inputs(const InputOptions& o) {
   if (o.files.empty()) throw UsageError("no FILE given");

@@ -49,8 +49,9 @@ struct Expanded {
 bool selected(const std::string& rel, bool is_dir, const std::vector<std::string>& include,
               const std::vector<std::string>& exclude);
 
-// Whether a directory is ONE checkpoint (a DCP `.metadata`, or a sharded *.index.json in it), read as
-// a whole and never walked.
+// Whether a directory is ONE checkpoint (a DCP `.metadata`, a sharded *.index.json in it, or a Hugging
+// Face model folder: config.json beside model.safetensors / pytorch_model.bin), read as a whole and
+// never walked.
 bool is_checkpoint_dir(const std::string& path);
 
 // The operands expanded: files kept whatever the globs say, `-` kept, checkpoint directories kept,

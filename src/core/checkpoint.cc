@@ -250,6 +250,8 @@ J metadata_json(const Checkpoint& ck) {
     md["mobile"] = ts.mobile;
   }
 
+  if (ck.hf) md["hf"] = hf_json(*ck.hf);
+
   if (ck.safetensors_metadata) {
     J m = J::object();
     for (const auto& [k, v] : *ck.safetensors_metadata) m[k] = v;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/hf_config.h"
 #include "core/mapped_file.h"
 #include "core/pickle.h"
 
@@ -345,6 +346,7 @@ struct Checkpoint {
   ShardedInfo sharded;  // format sharded
   DcpInfo dcp;  // format dcp
   Pt2Info pt2;  // format pt2
+  std::optional<HfConfig> hf;  // a Hugging Face model's config.json (hf_config.h)
   std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
   std::vector<ScanFile> scan_files;  // sharded / DCP: what `check` scans instead of `file`
   std::vector<GlobalRef> globals;  // every global the pickles named

@@ -77,6 +77,10 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"native-code", Severity::Error, "a .pt2 package that ships native code (AOTInductor .so, .cpp, kernel binaries)",
        "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program "
        "(torch.export.save) or safetensors instead"},
+      {"hf-config", Severity::Error,
+       "a Hugging Face config.json that disagrees with the weights beside it (dtype, vocabulary rows, layer count) or cannot "
+       "be read",
+       "fix config.json (or re-save with save_pretrained) so that from_pretrained builds the model the weights fit"},
       {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants",
        "none needed for inference; keep the unfrozen module to train or load a state dict"},
       {"tied-weights", Severity::Info, "entries sharing one tensor", "none needed; this is how tied weights are saved"},
@@ -419,6 +423,49 @@ void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& o
                  where, locations});
 }
 
+// A Hugging Face config.json against the weights it describes: what from_pretrained would trip on.
+void hf_rules(const Checkpoint& ck, std::vector<Finding>& out) {
+  if (!ck.hf) return;
+  const HfConfig& c = *ck.hf;
+  const std::string fix = "fix config.json (or re-save with save_pretrained) so that from_pretrained builds the model the weights fit";
+  auto add = [&](Severity sev, std::string key, std::string message) {
+    Location at;
+    at.file = "config.json";
+    out.push_back({"hf-config", sev, std::move(message), fix, {"config.json: " + key}, {at}});
+  };
+  if (!c.error.empty()) {
+    add(Severity::Error, "", fmt::format("{}: transformers cannot read this model's config", c.error));
+    return;
+  }
+  const HfWeights w = hf_weights(ck);
+  const DType* said = dtype_by_name(c.dtype);
+  if (said && !w.dtype.empty() && said->name != w.dtype)
+    add(Severity::Warning, "dtype",
+        fmt::format("config.json says dtype {} but the weights are {}: from_pretrained(dtype=\"auto\") casts them to {} "
+                    "({} the memory of the file's own dtype)",
+                    c.dtype, w.dtype, c.dtype, said->itemsize > dtype_by_name(w.dtype)->itemsize ? "more than" : "less than"));
+  if (c.vocab_size) {
+    for (const auto& [name, rows] : {std::pair{w.embedding, w.embedding_rows}, std::pair{w.lm_head, w.lm_head_rows}})
+      if (!name.empty() && rows != *c.vocab_size)
+        add(Severity::Error, "vocab_size",
+            fmt::format("config.json says vocab_size {} but {} has {} rows: from_pretrained reports a size mismatch for it "
+                        "(resize_token_embeddings updates both)",
+                        *c.vocab_size, name, rows));
+  }
+  if (c.num_hidden_layers && !w.layers_prefix.empty() && w.layers != *c.num_hidden_layers) {
+    if (w.layers < *c.num_hidden_layers)
+      add(Severity::Error, "num_hidden_layers",
+          fmt::format("config.json says num_hidden_layers {} but the weights hold {} ({}0 to {}{}): from_pretrained builds "
+                      "{} layers and initializes the missing ones randomly",
+                      *c.num_hidden_layers, w.layers, w.layers_prefix, w.layers_prefix, w.layers - 1, *c.num_hidden_layers));
+    else
+      add(Severity::Warning, "num_hidden_layers",
+          fmt::format("config.json says num_hidden_layers {} but the weights hold {} ({}0 to {}{}): from_pretrained builds "
+                      "{} layers and drops the others' weights as unexpected keys",
+                      *c.num_hidden_layers, w.layers, w.layers_prefix, w.layers_prefix, w.layers - 1, *c.num_hidden_layers));
+  }
+}
+
 // findings() of a checkpoint that was read.
 void model_checks(const Checkpoint& ck, CheckResult& r) {
   r.format = to_string(ck.format);
@@ -433,6 +480,7 @@ std::vector<Finding> findings(const Checkpoint& ck, const Summary& s) {
   counting_rules(ck, s, out);
   device_rules(ck, out);
   key_rules(ck, out);
+  hf_rules(ck, out);
   code_rules(ck, out);
   return out;
 }

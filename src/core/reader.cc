@@ -16,6 +16,7 @@
 #include "core/dcp.h"
 #include "core/pt2.h"
 #include "core/safetensors.h"
+#include "core/hf_config.h"
 #include "core/sharded.h"
 #include "core/tar.h"
 #include "core/torch_pickle.h"
@@ -266,15 +267,24 @@ bool looks_like_text(const ByteView& f) {
 
 namespace {
 
-// A directory that is not DCP: the sharded checkpoint whose index is in it.
+Checkpoint read_input(const Input& in, const Limits& limits);
+
+// A directory that is not DCP: the sharded checkpoint whose index is in it, or a Hugging Face model
+// folder's single weights file (model.safetensors, else pytorch_model.bin, beside config.json).
 void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
   const std::string index = find_index(in.path);
-  if (index.empty()) throw InputError(in.path, "is a directory with no *.index.json (sharded checkpoint) in it");
-  read_sharded(ck, Input{index, nullptr}, lim);
+  if (!index.empty()) return read_sharded(ck, Input{index, nullptr}, lim);
+  const std::string weights = hf_single_weights(in.path);
+  if (weights.empty())
+    throw InputError(in.path,
+                     "is a directory with no *.index.json (sharded checkpoint) and no config.json with model.safetensors or "
+                     "pytorch_model.bin (Hugging Face model folder) in it");
+  ck = read_input(Input{weights, nullptr}, lim);
+  ck.scan_files.push_back({weights, std::filesystem::path(weights).filename().string()});
 }
 
 // Any other path: its bytes decide, through the rest of the table.
-void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_checkpoint(MappedFile::open(in.path), lim); }
+void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_input(Input{in.path, MappedFile::open(in.path)}, lim); }
 
 [[noreturn]] void read_empty(Checkpoint&, const Input& in, const Limits&) { throw InputError(in.path, "file is empty"); }
 
@@ -660,11 +670,39 @@ TarPickles torch_tar_pickles(const ByteView& file, const Limits& lim) {
   return out;
 }
 
-Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits) {
-  std::string path = file->path();
-  return read_input(Input{std::move(path), std::move(file)}, limits);
+namespace {
+
+// The config.json of a Hugging Face model read as one: the folder's own, or the one beside an index, a
+// safetensors file or a pytorch_model*.bin (a config beside other files is not theirs).
+void attach_hf_config(Checkpoint& ck, const std::string& path, const Limits& limits) {
+  if (path == "-") return;
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p, ec)) {
+    ck.hf = read_hf_config(path, limits);
+    return;
+  }
+  if (ck.format != Format::Sharded && ck.format != Format::Safetensors && p.filename().string().rfind("pytorch_model", 0) != 0)
+    return;
+  const std::string dir = p.parent_path().string();
+  ck.hf = read_hf_config(dir.empty() ? "." : dir, limits);
 }
 
-Checkpoint read_checkpoint(const std::string& path, const Limits& limits) { return read_input(Input{path, nullptr}, limits); }
+}  // namespace
+
+Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits) {
+  std::string path = file->path();
+  Checkpoint ck = read_input(Input{path, std::move(file)}, limits);
+  attach_hf_config(ck, path, limits);
+  return ck;
+}
+
+Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
+  Checkpoint ck = read_input(Input{path, nullptr}, limits);
+  attach_hf_config(ck, path, limits);
+  return ck;
+}
+
+Checkpoint read_weights(const std::string& path, const Limits& limits) { return read_input(Input{path, nullptr}, limits); }
 
 }  // namespace ckpt

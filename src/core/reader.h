@@ -22,6 +22,8 @@ struct Input {
 
 Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limits = Limits{});
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits = Limits{});
+// The weights alone, without a Hugging Face config.json beside them (a sharded set's shards).
+Checkpoint read_weights(const std::string& path, const Limits& limits = Limits{});
 
 // Printable text whose first byte starts no pickle that Python would read on from (a script, notes,
 // a README): INST without a MARK, SETITEM, a byte that is no opcode, GLOBAL of a line that names no

@@ -154,6 +154,8 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
     if (!ms.empty()) line("Models", join(ms, "; "));
   }
   if (!tensors.empty()) line("Tensors", tensors);
+  // A Hugging Face config's facts; `Config` when --model ARCH has the `Model` line.
+  if (ck.hf) line(s.model ? "Config" : "Model", hf_line(*ck.hf));
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
   if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) {

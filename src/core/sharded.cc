@@ -65,7 +65,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   for (const std::string& shard : shards) {
     const fs::path p = dir / shard;
     if (!fs::is_regular_file(p)) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
-    Checkpoint part = read_checkpoint(p.string(), limits);
+    Checkpoint part = read_weights(p.string(), limits);
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {

@@ -1,0 +1,239 @@
+#include "core/hf_config.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/sharded.h"
+#include "core/text.h"
+
+namespace ckpt {
+
+namespace {
+
+using J = nlohmann::ordered_json;
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string in_dir(const std::string& dir, const char* name) {
+  return dir.empty() ? std::string(name) : dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// A count a config states: a JSON integer in [0, 2^40] (anything else is not taken as that fact).
+std::optional<int64_t> count_of(const J& o, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    auto it = o.find(n);
+    if (it == o.end() || it->is_null()) continue;
+    if (it->is_number_integer() || it->is_number_unsigned()) {
+      const auto v = it->get<int64_t>();
+      if (v >= 0 && v <= (int64_t{1} << 40)) return v;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> HfConfig::kv_heads() const { return num_key_value_heads ? num_key_value_heads : num_attention_heads; }
+
+std::optional<int64_t> HfConfig::head_size() const {
+  if (head_dim) return head_dim;
+  if (hidden_size && num_attention_heads && *num_attention_heads > 0) return *hidden_size / *num_attention_heads;
+  return std::nullopt;
+}
+
+bool HfConfig::is_causal_lm() const {
+  if (is_encoder_decoder) return false;
+  return std::any_of(architectures.begin(), architectures.end(), [](const std::string& a) {
+    auto ends = [&](std::string_view s) { return a.size() >= s.size() && a.compare(a.size() - s.size(), s.size(), s) == 0; };
+    return ends("ForCausalLM") || ends("LMHeadModel");
+  });
+}
+
+std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& limits) {
+  const std::string path = in_dir(dir, "config.json");
+  if (!is_file(path)) return std::nullopt;
+  HfConfig c;
+  c.path = path;
+  J j;
+  try {
+    auto file = MappedFile::open(path);
+    const ByteView v = file->view();
+    if (v.size() > limits.string_bytes) {
+      c.error = fmt::format("{}: {} bytes, more than the string-bytes limit of {}", path, v.size(), limits.string_bytes);
+      return c;
+    }
+    const std::string_view text = v.str(0, v.size());
+    try {
+      j = J::parse(text.begin(), text.end(), nullptr, true, false);
+    } catch (const J::parse_error& e) {
+      c.error = fmt::format("{}: not valid JSON at byte {}", path, e.byte > 0 ? e.byte - 1 : 0);
+      return c;
+    }
+  } catch (const InputError& e) {
+    c.error = e.render();
+    return c;
+  }
+  if (!j.is_object()) {
+    c.error = fmt::format("{}: not a JSON object", path);
+    return c;
+  }
+  // Not a transformers config (diffusers' `_class_name`, a training script's own): not a model's facts.
+  if (!j.contains("model_type") && !j.contains("architectures")) return std::nullopt;
+  if (auto a = j.find("architectures"); a != j.end() && a->is_array())
+    for (const J& x : *a)
+      if (x.is_string()) c.architectures.push_back(x.get<std::string>());
+  if (auto m = j.find("model_type"); m != j.end() && m->is_string()) c.model_type = m->get<std::string>();
+  for (const char* k : {"dtype", "torch_dtype"})
+    if (auto d = j.find(k); d != j.end() && d->is_string() && c.dtype.empty()) c.dtype = d->get<std::string>();
+  if (auto e = j.find("is_encoder_decoder"); e != j.end() && e->is_boolean()) c.is_encoder_decoder = e->get<bool>();
+  // Multimodal configs keep the language model's facts in text_config.
+  const J* f = &j;
+  if (auto t = j.find("text_config"); t != j.end() && t->is_object() && !j.contains("num_hidden_layers") &&
+                                      !j.contains("n_layer") && !j.contains("num_layers")) {
+    f = &*t;
+    c.from_text_config = true;
+    if (c.dtype.empty())
+      for (const char* k : {"dtype", "torch_dtype"})
+        if (auto d = t->find(k); d != t->end() && d->is_string() && c.dtype.empty()) c.dtype = d->get<std::string>();
+  }
+  c.num_hidden_layers = count_of(*f, {"num_hidden_layers", "n_layer", "num_layers", "n_layers"});
+  c.hidden_size = count_of(*f, {"hidden_size", "n_embd", "d_model", "dim"});
+  c.num_attention_heads = count_of(*f, {"num_attention_heads", "n_head", "num_heads", "n_heads"});
+  c.num_key_value_heads = count_of(*f, {"num_key_value_heads", "num_kv_heads", "n_kv_heads"});
+  c.vocab_size = count_of(*f, {"vocab_size", "n_vocab", "padded_vocab_size"});
+  c.head_dim = count_of(*f, {"head_dim"});
+  c.max_position_embeddings = count_of(*f, {"max_position_embeddings", "n_positions", "max_seq_len", "seq_length"});
+  c.intermediate_size = count_of(*f, {"intermediate_size", "n_inner", "ffn_dim", "d_ff"});
+  if (auto u = f->find("use_sliding_window"); u == f->end() || !u->is_boolean() || u->get<bool>())
+    c.sliding_window = count_of(*f, {"sliding_window"});
+  if (auto t = f->find("tie_word_embeddings"); t != f->end() && t->is_boolean()) c.tie_word_embeddings = t->get<bool>();
+  else if (auto t2 = j.find("tie_word_embeddings"); t2 != j.end() && t2->is_boolean()) c.tie_word_embeddings = t2->get<bool>();
+  if (auto l = f->find("layer_types"); l != f->end() && l->is_array())
+    for (const J& x : *l)
+      c.layer_types.push_back(x.is_string() ? x.get<std::string>() : std::string("?"));
+  return c;
+}
+
+std::string hf_single_weights(const std::string& dir) {
+  if (!is_file(in_dir(dir, "config.json"))) return "";
+  for (const char* name : {"model.safetensors", "pytorch_model.bin"})
+    if (is_file(in_dir(dir, name))) return in_dir(dir, name);
+  return "";
+}
+
+bool is_hf_dir(const std::string& dir) {
+  return is_file(in_dir(dir, "config.json")) && (!find_index(dir).empty() || !hf_single_weights(dir).empty());
+}
+
+J hf_json(const HfConfig& c) {
+  J j{{"config", c.path}};
+  if (!c.error.empty()) {
+    j["error"] = c.error;
+    return j;
+  }
+  j["architectures"] = c.architectures;
+  j["model_type"] = c.model_type;
+  auto put = [&](const char* k, const std::optional<int64_t>& v) { j[k] = v ? J(*v) : J(); };
+  j["dtype"] = c.dtype.empty() ? J() : J(c.dtype);
+  put("num_hidden_layers", c.num_hidden_layers);
+  put("hidden_size", c.hidden_size);
+  put("num_attention_heads", c.num_attention_heads);
+  put("num_key_value_heads", c.num_key_value_heads);
+  put("head_dim", c.head_size());
+  put("vocab_size", c.vocab_size);
+  put("max_position_embeddings", c.max_position_embeddings);
+  j["tie_word_embeddings"] = c.tie_word_embeddings ? J(*c.tie_word_embeddings) : J();
+  put("sliding_window", c.sliding_window);
+  if (!c.layer_types.empty()) j["layer_types"] = c.layer_types;
+  j["from_text_config"] = c.from_text_config;
+  return j;
+}
+
+std::string hf_line(const HfConfig& c) {
+  if (!c.error.empty()) return c.error;
+  std::vector<std::string> bits;
+  std::string head = c.architectures.empty() ? c.model_type : join(c.architectures, ", ");
+  if (!c.architectures.empty() && !c.model_type.empty()) head += " (" + c.model_type + ")";
+  if (!head.empty()) bits.push_back(head);
+  if (!c.dtype.empty()) bits.push_back(c.dtype);
+  if (c.num_hidden_layers) bits.push_back(fmt::format("{} layers", *c.num_hidden_layers));
+  if (c.hidden_size) bits.push_back(fmt::format("hidden {}", *c.hidden_size));
+  if (c.num_attention_heads) {
+    std::string h = fmt::format("{} heads", *c.num_attention_heads);
+    if (c.num_key_value_heads && *c.num_key_value_heads != *c.num_attention_heads)
+      h += fmt::format(" ({} key/value)", *c.num_key_value_heads);
+    bits.push_back(h);
+  }
+  if (c.vocab_size) bits.push_back(fmt::format("vocab {}", *c.vocab_size));
+  if (c.tie_word_embeddings) bits.push_back(*c.tie_word_embeddings ? "tied embeddings" : "untied embeddings");
+  if (c.sliding_window) {
+    const auto sliding = std::count(c.layer_types.begin(), c.layer_types.end(), "sliding_attention");
+    bits.push_back(c.layer_types.empty() ? fmt::format("sliding window {}", *c.sliding_window)
+                                         : fmt::format("sliding window {} ({} of {} layers)", *c.sliding_window, sliding,
+                                                       c.layer_types.size()));
+  }
+  if (c.from_text_config) bits.push_back("from text_config");
+  return join(bits, ", ");
+}
+
+HfWeights hf_weights(const Checkpoint& ck) {
+  HfWeights w;
+  static const char* const kEmbeddings[] = {"embed_tokens.weight", "wte.weight",      "word_embeddings.weight",
+                                            "tok_embeddings.weight", "embed_in.weight", "shared.weight"};
+  std::map<std::string, int64_t> lists;  // "model.layers." -> highest index + 1
+  std::map<std::string, uint64_t> float_bytes;
+  for (const Tensor& t : ck.tensors) {
+    const std::string& n = t.name;
+    auto ends = [&](std::string_view s) {
+      return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0 &&
+             (n.size() == s.size() || n[n.size() - s.size() - 1] == '.');
+    };
+    if (w.embedding.empty() && t.shape.size() == 2)
+      for (const char* e : kEmbeddings)
+        if (ends(e)) {
+          w.embedding = n;
+          w.embedding_rows = t.shape[0];
+        }
+    if (w.lm_head.empty() && t.shape.size() == 2 && ends("lm_head.weight")) {
+      w.lm_head = n;
+      w.lm_head_rows = t.shape[0];
+    }
+    if (t.dtype && t.dtype->cls == DTypeClass::Float) float_bytes[std::string(t.dtype->name)] += t.bytes;
+    // numbered blocks: "<prefix>(layers|h|layer|blocks|block).<k>."
+    for (size_t p = n.find('.'); p != std::string::npos; p = n.find('.', p + 1)) {
+      size_t q = p + 1;
+      while (q < n.size() && n[q] >= '0' && n[q] <= '9') ++q;
+      if (q == p + 1 || q >= n.size() || n[q] != '.' || q - p > 7) continue;
+      const std::string list = n.substr(0, p + 1);
+      const size_t b = list.rfind('.', list.size() - 2);
+      const std::string last = list.substr(b == std::string::npos ? 0 : b + 1, list.size() - (b == std::string::npos ? 0 : b + 1) - 1);
+      if (last != "layers" && last != "h" && last != "layer" && last != "blocks" && last != "block") continue;
+      const int64_t k = std::stoll(n.substr(p + 1, q - p - 1));
+      lists[list] = std::max(lists[list], k + 1);
+      break;
+    }
+  }
+  if (lists.size() == 1) {
+    w.layers_prefix = lists.begin()->first;
+    w.layers = lists.begin()->second;
+  }
+  uint64_t most = 0;
+  for (const auto& [d, b] : float_bytes)
+    if (b > most) {
+      most = b;
+      w.dtype = d;
+    }
+  return w;
+}
+
+}  // namespace ckpt
