@@ -431,7 +431,7 @@ void hf_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   auto add = [&](Severity sev, std::string key, std::string message) {
     Location at;
     at.file = "config.json";
-    out.push_back({"hf-config", sev, std::move(message), fix, {"config.json: " + key}, {at}});
+    out.push_back({"hf-config", sev, std::move(message), fix, {key.empty() ? "config.json" : "config.json: " + key}, {at}});
   };
   if (!c.error.empty()) {
     add(Severity::Error, "", fmt::format("{}: transformers cannot read this model's config", c.error));

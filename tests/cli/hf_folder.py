@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Hugging Face model folders as one model (issue 28, point 2), on the folders transformers 5.17 wrote
+(testdata/t211/hf_bert_bf16: config.json + model.safetensors; testdata/hf211/*: sharded with an index).
+
+- a folder, its index or its safetensors file beside config.json is one input: `summary --json` gives one
+  document (not JSON Lines) whose metadata.hf holds config.json's facts as transformers reads them
+  (GPT-2's n_layer / n_embd / n_head are num_hidden_layers / hidden_size / num_attention_heads: its
+  config's attribute_map); the text has a `Model:` line;
+- `diff` takes the folder on either side (folder vs its own file: same);
+- `check` reports a config.json that disagrees with the weights (hf-config): vocab_size against the
+  embedding's rows, num_hidden_layers against the numbered blocks, dtype against the weights, a config
+  that is not JSON; the unmodified folders have no hf-config finding.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ALIASES = {"num_hidden_layers": ("num_hidden_layers", "n_layer"), "hidden_size": ("hidden_size", "n_embd"),
+           "num_attention_heads": ("num_attention_heads", "n_head"), "vocab_size": ("vocab_size",),
+           "num_key_value_heads": ("num_key_value_heads",), "max_position_embeddings": ("max_position_embeddings", "n_positions"),
+           "tie_word_embeddings": ("tie_word_embeddings",)}
+
+fails = []
+
+
+def run(*cmd):
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+
+
+def expect(what, cond):
+    if not cond:
+        fails.append(what)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--root", required=True)
+    a = ap.parse_args()
+    td = os.path.join(a.root, "testdata")
+    folders = [os.path.join(td, "t211", "hf_bert_bf16")] + [os.path.join(td, "hf211", n) for n in ("gpt2_tiny", "llama_gqa_bf16", "bert_enc")]
+    for folder in folders:
+        config = json.load(open(os.path.join(folder, "config.json")))
+        index = [f for f in os.listdir(folder) if f.endswith(".index.json")]
+        inputs = [folder] + [os.path.join(folder, f) for f in index + (["model.safetensors"] if not index else [])]
+        for inp in inputs:
+            p = run(a.ckpt, "summary", "--json", inp)
+            expect(f"{inp}: summary exit {p.returncode}: {p.stderr}", p.returncode == 0)
+            doc = json.loads(p.stdout)  # one document, not JSON Lines
+            hf = doc["metadata"].get("hf")
+            expect(f"{inp}: no metadata.hf", hf is not None)
+            if not hf:
+                continue
+            expect(f"{inp}: architectures {hf['architectures']}", hf["architectures"] == config["architectures"])
+            expect(f"{inp}: model_type {hf['model_type']}", hf["model_type"] == config["model_type"])
+            expect(f"{inp}: dtype {hf['dtype']}", hf["dtype"] == config.get("dtype", config.get("torch_dtype")))
+            for key, names in ALIASES.items():
+                want = next((config[n] for n in names if n in config), None)
+                expect(f"{inp}: {key} {hf[key]!r}, config {want!r}", hf[key] == want)
+            text = run(a.ckpt, "summary", inp).stdout
+            model = [l for l in text.splitlines() if l.startswith("Model:")]
+            expect(f"{inp}: Model: line {model}", len(model) == 1 and config["architectures"][0] in model[0])
+            c = run(a.ckpt, "check", "--json", inp)
+            expect(f"{inp}: check exit {c.returncode}", c.returncode == 0)
+            expect(f"{inp}: hf-config finding on a consistent folder",
+                   not any(f["id"] == "hf-config" for f in json.loads(c.stdout)["findings"]))
+        for args in ((folder, inputs[-1]), (inputs[-1], folder)):
+            d = run(a.ckpt, "diff", *args)
+            expect(f"diff {args}: exit {d.returncode} {d.stderr}", d.returncode == 0 and "same:" in d.stdout)
+
+    # A config that disagrees with the weights: each edit gives its finding.
+    src = os.path.join(td, "hf211", "llama_gqa_bf16")
+    cases = [({"vocab_size": 1024}, "error", "vocab_size 1024 but model.embed_tokens.weight has 1000 rows"),
+             ({"num_hidden_layers": 4}, "error", "num_hidden_layers 4 but the weights hold 3"),
+             ({"num_hidden_layers": 2}, "warning", "num_hidden_layers 2 but the weights hold 3"),
+             ({"dtype": "float32"}, "warning", "dtype float32 but the weights are bfloat16"),
+             (None, "error", "not valid JSON at byte")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (edit, severity, text) in enumerate(cases):
+            dst = os.path.join(tmp, f"m{k}")
+            shutil.copytree(src, dst)
+            cfg = os.path.join(dst, "config.json")
+            if edit is None:
+                open(cfg, "w").write('{"model_type": "llama", ')
+            else:
+                c = json.load(open(cfg))
+                c.update(edit)
+                json.dump(c, open(cfg, "w"))
+            p = run(a.ckpt, "check", "--json", dst)
+            got = [f for f in json.loads(p.stdout)["findings"] if f["id"] == "hf-config"]
+            expect(f"{edit}: findings {[f['message'] for f in got]}",
+                   any(text in f["message"] and f["severity"] == severity for f in got))
+            expect(f"{edit}: exit {p.returncode}", p.returncode == (1 if severity == "error" else 0))
+        # a config.json that is not a transformers config (no model_type / architectures) is not the model's
+        dst = os.path.join(tmp, "other")
+        shutil.copytree(os.path.join(td, "t211", "hf_bert_bf16"), dst)
+        json.dump({"_class_name": "UNet2DModel"}, open(os.path.join(dst, "config.json"), "w"))
+        p = run(a.ckpt, "summary", "--json", dst)
+        expect(f"foreign config.json: {p.returncode} {p.stderr}", p.returncode == 0 and "hf" not in json.loads(p.stdout)["metadata"])
+
+    for f in fails:
+        print("FAIL", f)
+    print(f"{len(folders)} folders, {len(cases)} disagreeing configs; {len(fails)} failures")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
