@@ -28,6 +28,8 @@ struct SummaryOptions : LimitOptions {
   bool tensors = false;  // --tensors: the tensor table in text / Markdown
   bool exact = false;  // --exact: exact counts, per-dtype counts, the count without embeddings
   std::vector<std::string> match;  // --match GLOB: only these tensors in it (implies --tensors)
+  bool memory = false;  // --memory: accelerate's totals, Adam's peak, the KV cache (core/memory.h)
+  MemoryOptions memory_options;  // --batch, --seq-len, --dtype
   bool wants_forward() const { return !example_inputs.empty() || !example_input_file.empty(); }
 };
 

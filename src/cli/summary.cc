@@ -48,6 +48,22 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
       ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
+  sub->add_flag("--memory", o.memory,
+                "Memory as accelerate estimate-memory computes it (per dtype: largest layer, total, Adam training peak), and "
+                "for a decoder with a config.json its KV cache");
+  sub->add_option("--dtype", o.memory_options.dtypes,
+                  "With --memory: only these dtypes (float32, float16, bfloat16, int8, int4; repeatable; default: the file's "
+                  "own and all five); the first sets the KV cache's")
+      ->type_name("D")
+      ->type_size(1)
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false)
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16", "int8", "int4"}));
+  sub->add_option("--batch", o.memory_options.batch, "With --memory: sequences in the KV cache")->default_val(1)->type_name("B");
+  sub->add_option("--seq-len", o.memory_options.seq_len,
+                  "With --memory: tokens per sequence in the KV cache (default: the config's max_position_embeddings)")
+      ->type_name("L");
   sub->add_option(
          "--model", o.model,
          "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
@@ -81,6 +97,11 @@ void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
   // --json is --format json: with another --format it would silently win, so the pair is refused.
   if (o.json && sub.count("--format") > 0 && format_named(o.format) != OutputFormat::Json)
     throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
+  if (!o.memory && (sub.count("--dtype") || sub.count("--batch") || sub.count("--seq-len")))
+    throw UsageError("--dtype / --batch / --seq-len need --memory");
+  if (o.memory_options.batch < 1) throw UsageError(fmt::format("--batch {}: must be at least 1", o.memory_options.batch));
+  if (o.memory_options.seq_len && *o.memory_options.seq_len < 1)
+    throw UsageError(fmt::format("--seq-len {}: must be at least 1", *o.memory_options.seq_len));
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
   // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
@@ -136,6 +157,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
                     name, to_string(ck.format)));
   Summary s = summarize(ck);
   s.model = model;
+  if (o.memory) s.memory = estimate_memory(ck, s, o.memory_options);
 #ifdef CKPT_WITH_TORCH
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif

@@ -332,6 +332,7 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
                            human_bytes(d.bytes));
     }
     if (ck.format == Format::Pt2) out += pt2_sections(ck, true);
+    if (s.memory) out += "\n```text" + memory_text(*s.memory, o.exact) + "```\n";
     if (!s.findings.empty()) out += "\n";
     for (const Finding& f : s.findings)
       out += fmt::format("> **{}** `{}`: {}  \n> fix: {}\n\n", to_string(f.severity), f.id, markdown_cell(f.message),
@@ -380,6 +381,7 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
   }
   if (s.forward && s.forward->error.empty()) foot(human_count(s.forward->flops), "Total Flops");
   if (ck.format == Format::Pt2) out += pt2_sections(ck, false);
+  if (s.memory) out += memory_text(*s.memory, o.exact);
   for (const Finding& f : s.findings) {
     out += fmt::format("\n{}{}[{}]{}: {}\n", severity_color(f.severity, o.color), to_string(f.severity), f.id,
                        color_reset(o.color), visible(f.message));
@@ -527,6 +529,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     fw["error"] = f.error.empty() ? J() : J{{"module", f.error_module}, {"message", f.error}, {"completed", f.completed}};
     j["forward"] = fw;
   }
+  if (s.memory) j["memory"] = memory_json(*s.memory);
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
   out += json_text(j);
   out.resize(out.rfind('}'));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/memory.h"
 
 namespace ckpt {
 
@@ -112,6 +113,7 @@ struct Summary {
   std::vector<Finding> findings;  // warnings shown after the totals; summarize() leaves it empty (findings.h)
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
+  std::optional<MemoryReport> memory;  // summary --memory
 };
 
 Summary summarize(const Checkpoint& ck);

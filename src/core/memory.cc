@@ -1,0 +1,376 @@
+#include "core/memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/checkpoint.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/hf_config.h"
+#include "core/summary.h"
+#include "core/text.h"
+
+namespace ckpt {
+
+namespace {
+
+using J = nlohmann::ordered_json;
+
+// accelerate's estimate-memory dtypes and how its CLI derives each from the float32 model's size.
+struct DtypeRule {
+  const char* name;
+  double divisor;  // of the float32 size
+  uint32_t itemsize;  // bytes per element of a floating tensor cast to it (0: none, int4 packs two)
+};
+constexpr DtypeRule kDtypes[] = {
+    {"float32", 1, 4}, {"float16", 2, 2}, {"bfloat16", 2, 2}, {"int8", 4, 1}, {"int4", 8, 0},
+};
+
+const DtypeRule* dtype_rule(const std::string& name) {
+  for (const DtypeRule& r : kDtypes)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+bool is_floating(const DType* d) { return d && d->cls == DTypeClass::Float; }
+
+bool numeric(const std::string& s) { return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }); }
+
+std::string last_segment(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? "" : path.substr(0, dot);
+}
+
+bool is_block_list(const std::string& seg) {
+  return seg == "layers" || seg == "h" || seg == "layer" || seg == "blocks" || seg == "block";
+}
+
+// Model types whose transformers class lists its *Embeddings module in _no_split_modules (BertEmbeddings, ...).
+bool embeddings_unsplit(const std::string& model_type) {
+  static const std::set<std::string> k{"bert", "roberta", "xlm-roberta", "camembert", "electra", "ernie", "data2vec-text",
+                                       "roberta-prelayernorm", "xmod", "bert-generation", "splinter", "markuplm"};
+  return k.count(model_type) > 0;
+}
+
+// The non-persistent buffers transformers registers for a model type and writes to no file.
+std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, const std::set<std::string>& have) {
+  std::vector<ExtraBuffer> out;
+  auto add = [&](std::string name, const char* dtype, std::vector<int64_t> shape) {
+    if (have.count(name)) return;  // saved after all (older transformers kept some persistent)
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    out.push_back({std::move(name), dtype, shape, static_cast<uint64_t>(n) * dtype_by_name(dtype)->itemsize});
+  };
+  // The prefix of the base model: "model." for LlamaForCausalLM's model.layers.N, "" for LlamaModel.
+  const HfWeights w = hf_weights(ck);
+  std::string base = w.layers_prefix;  // "model.layers." / "encoder.layer." / "transformer.h."
+  if (!base.empty()) base = parent_of(base.substr(0, base.size() - 1));
+  if (!base.empty()) base += ".";
+  static const std::set<std::string> rotary{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+                                            "gemma", "gemma2", "granite", "olmo", "olmo2", "starcoder2", "cohere", "helium"};
+  if (rotary.count(c.model_type) && c.head_size())
+    add(base + "rotary_emb.inv_freq", "float32", {*c.head_size() / 2});
+  if ((c.model_type == "bert" || c.model_type == "roberta") && c.max_position_embeddings) {
+    // BertEmbeddings: position_ids and token_type_ids, int64 [1, max_position_embeddings]
+    static const std::string word = "word_embeddings.weight";
+    for (const Tensor& t : ck.tensors) {
+      const std::string& n = t.name;
+      if (n.size() < word.size() + 11 || n.compare(n.size() - word.size(), word.size(), word) != 0) continue;
+      const std::string emb = n.substr(0, n.size() - word.size());  // "bert.embeddings."
+      if (emb.size() < 11 || emb.compare(emb.size() - 11, 11, "embeddings.") != 0) continue;
+      add(emb + "position_ids", "int64", {1, *c.max_position_embeddings});
+      add(emb + "token_type_ids", "int64", {1, *c.max_position_embeddings});
+      break;
+    }
+  }
+  return out;
+}
+
+struct Node {
+  std::vector<std::string> children;  // child module paths, in order
+  std::vector<std::string> tensors;  // direct tensors' full names
+};
+
+}  // namespace
+
+TrainingUsage estimate_training_usage(uint64_t bytes, const std::string& precision) {
+  TrainingUsage u;
+  const auto fp32 = static_cast<int64_t>(bytes);
+  const int64_t fp16 = fp32 / 2;
+  if (precision == "float32") {
+    u.model = fp32;
+    u.gradients = fp32;
+    u.optimizer = fp32 * 2;
+    u.step = fp32 * 4;
+  } else if (precision == "float16" || precision == "bfloat16") {
+    u.model = fp32;
+    u.gradients = fp32 + fp16;
+    u.optimizer = fp32 * 2;
+    u.step = u.optimizer;
+  }
+  return u;
+}
+
+MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o) {
+  for (const std::string& d : o.dtypes)
+    if (!dtype_rule(d))
+      throw UsageError(fmt::format("--dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
+  if (o.batch < 1) throw UsageError(fmt::format("--batch {}: must be at least 1", o.batch));
+  if (o.seq_len && *o.seq_len < 1) throw UsageError(fmt::format("--seq-len {}: must be at least 1", *o.seq_len));
+  MemoryReport m;
+
+  // Sizes of every tensor once (a tied copy is the first name's), added to each module above it.
+  std::map<std::string, uint64_t> size, size32;  // module or tensor path -> bytes (as stored, as float32)
+  std::map<std::string, Node> tree;  // module path -> children and direct tensors
+  std::vector<std::string> order;
+  std::set<std::string> names;
+  std::map<std::string, uint64_t> float_bytes;
+  auto place = [&](const std::string& name, uint64_t bytes, uint64_t bytes32) {
+    names.insert(name);
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+      size[name.substr(0, dot)] += bytes;
+      size32[name.substr(0, dot)] += bytes32;
+    }
+    size[""] += bytes;
+    size[name] += bytes;
+    size32[""] += bytes32;
+    size32[name] += bytes32;
+    std::string child = name;
+    while (true) {
+      const std::string parent = parent_of(child);
+      Node& n = tree[parent];
+      auto& list = child == name ? n.tensors : n.children;
+      const bool fresh = std::find(list.begin(), list.end(), child) == list.end();
+      if (fresh) list.push_back(child);
+      if (child.find('.') == std::string::npos || !fresh) break;
+      child = parent;
+    }
+  };
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    const Tensor& t = ck.tensors[k];
+    if (s.same_tensor.size() > k && s.same_tensor[k] != k) continue;
+    if (t.state == TensorState::Uninitialized && !t.resolved) continue;
+    place(t.name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
+    if (is_floating(t.dtype)) float_bytes[std::string(t.dtype->name)] += t.bytes;
+  }
+  if (ck.hf && ck.hf->error.empty()) {
+    m.extra_buffers = extra_buffers(ck, *ck.hf, names);
+    for (const ExtraBuffer& b : m.extra_buffers) {
+      place(b.name, b.bytes, b.bytes);
+    }
+  }
+  uint64_t most = 0;
+  for (const auto& [d, b] : float_bytes)
+    if (b > most) most = b, m.own_dtype = d;
+  m.total = size[""];
+  m.float32_total = size32[""];
+
+  // Children in the order the model registers them: numbered ones by number, a top-level lm_head last
+  // (transformers' *ForCausalLM registers the base model first; safetensors sorts lm_head before it).
+  for (auto& [path, n] : tree) {
+    std::stable_sort(n.children.begin(), n.children.end(), [&](const std::string& a, const std::string& b) {
+      const std::string la = last_segment(a), lb = last_segment(b);
+      if (numeric(la) && numeric(lb)) return la.size() != lb.size() ? la.size() < lb.size() : la < lb;
+      if (path.empty()) return la != "lm_head" && lb == "lm_head";
+      return false;
+    });
+  }
+  // No-split units of a transformers model: the numbered blocks, and its embeddings where listed.
+  const bool hf = ck.hf && ck.hf->error.empty();
+  auto unsplit = [&](const std::string& path) {
+    if (!hf) return false;
+    const std::string seg = last_segment(path), parent = parent_of(path);
+    if (numeric(seg) && !parent.empty() && is_block_list(last_segment(parent))) return true;
+    return seg == "embeddings" && embeddings_unsplit(ck.hf->model_type);
+  };
+  if (hf) {
+    std::set<std::string> lists;
+    for (const auto& [path, n] : tree)
+      if (!path.empty() && numeric(last_segment(path)) && is_block_list(last_segment(parent_of(path))))
+        lists.insert(parent_of(path) + ".*");
+    m.no_split.assign(lists.begin(), lists.end());
+    if (embeddings_unsplit(ck.hf->model_type))
+      for (const auto& [path, n] : tree)
+        if (last_segment(path) == "embeddings") m.no_split.push_back(path);
+  }
+  // get_max_layer_size over the root's own parameters, its children, its own buffers.
+  std::vector<std::string> todo;
+  const Node& root = tree[""];
+  std::vector<std::string> params, buffers;
+  for (const std::string& t : root.tensors) {
+    const auto it = std::find_if(ck.tensors.begin(), ck.tensors.end(), [&](const Tensor& x) { return x.name == t; });
+    (it != ck.tensors.end() && it->kind == TensorKind::Buffer ? buffers : params).push_back(t);
+  }
+  todo.insert(todo.end(), params.begin(), params.end());
+  todo.insert(todo.end(), root.children.begin(), root.children.end());
+  todo.insert(todo.end(), buffers.begin(), buffers.end());
+  uint64_t largest32 = 0;
+  std::vector<std::string> names32;
+  for (size_t k = 0; k < todo.size(); ++k) {
+    const std::string name = todo[k];
+    auto it = tree.find(name);
+    const bool module_with_children = it != tree.end() && !it->second.children.empty();
+    if (!module_with_children || unsplit(name)) {
+      for (auto [sizes, best, best_names] : {std::tuple{&size, &m.largest, &m.largest_layers}, std::tuple{&size32, &largest32, &names32}}) {
+        const uint64_t sz = (*sizes)[name];
+        if (sz > *best) {
+          *best = sz;
+          *best_names = {name};
+        } else if (sz == *best && sz > 0) {
+          best_names->push_back(name);
+        }
+      }
+    } else {
+      todo.insert(todo.begin() + static_cast<std::ptrdiff_t>(k) + 1, it->second.children.begin(), it->second.children.end());
+    }
+  }
+
+  // Rows: the file's own dtype exactly, then accelerate's conversions of the float32 size.
+  std::vector<std::string> dtypes = o.dtypes;
+  if (dtypes.empty()) {
+    if (!m.own_dtype.empty() && dtype_rule(m.own_dtype)) dtypes.push_back(m.own_dtype);
+    for (const DtypeRule& r : kDtypes)
+      if (r.name != m.own_dtype) dtypes.push_back(r.name);
+  }
+  const auto f32_largest = static_cast<double>(largest32);
+  for (const std::string& d : dtypes) {
+    MemoryRow r;
+    r.dtype = d;
+    r.own = d == m.own_dtype;
+    const DtypeRule& rule = *dtype_rule(d);
+    if (r.own) {
+      r.total = static_cast<double>(m.total);
+      r.largest = static_cast<double>(m.largest);
+      r.training = estimate_training_usage(m.total, d);
+    } else {
+      r.total = static_cast<double>(m.float32_total) / rule.divisor;
+      r.largest = f32_largest / rule.divisor;
+      r.training = estimate_training_usage(m.float32_total, d);
+    }
+    m.rows.push_back(r);
+  }
+
+  // The KV cache of a decoder.
+  if (!ck.hf) {
+    m.kv_cache_none = "no config.json beside the weights";
+  } else if (!ck.hf->error.empty()) {
+    m.kv_cache_none = "config.json could not be read";
+  } else if (!ck.hf->is_causal_lm()) {
+    m.kv_cache_none = "not a decoder language model (architectures: no *ForCausalLM / *LMHeadModel)";
+  } else {
+    const HfConfig& c = *ck.hf;
+    const auto seq = o.seq_len ? o.seq_len : c.max_position_embeddings;
+    if (!c.num_hidden_layers || !c.kv_heads() || !c.head_size()) {
+      m.kv_cache_none = "config.json lacks num_hidden_layers, the attention heads or the head size";
+    } else if (!seq) {
+      m.kv_cache_none = "no --seq-len and no max_position_embeddings in config.json";
+    } else {
+      KvCache kv;
+      kv.batch = o.batch;
+      kv.seq_len = *seq;
+      kv.dtype = !o.dtypes.empty() ? o.dtypes.front() : !m.own_dtype.empty() ? m.own_dtype : "float32";
+      if (!dtype_rule(kv.dtype) || dtype_rule(kv.dtype)->itemsize < 2) kv.dtype = m.own_dtype.empty() ? "float32" : m.own_dtype;
+      kv.layers = *c.num_hidden_layers;
+      kv.kv_heads = *c.kv_heads();
+      kv.head_dim = *c.head_size();
+      kv.window = c.sliding_window.value_or(0);
+      if (kv.window > 0) {
+        if (!c.layer_types.empty())
+          kv.sliding_layers = std::count(c.layer_types.begin(), c.layer_types.end(), "sliding_attention");
+        else
+          kv.sliding_layers = kv.layers;
+      }
+      const uint64_t item = dtype_by_name(kv.dtype)->itemsize;
+      const uint64_t per_token = 2ull * static_cast<uint64_t>(kv.batch) * static_cast<uint64_t>(kv.kv_heads) *
+                                 static_cast<uint64_t>(kv.head_dim) * item;
+      const int64_t kept = kv.window > 0 ? std::min<int64_t>(kv.seq_len, kv.window - 1) : kv.seq_len;
+      kv.bytes = per_token * (static_cast<uint64_t>(kv.layers - kv.sliding_layers) * static_cast<uint64_t>(kv.seq_len) +
+                              static_cast<uint64_t>(kv.sliding_layers) * static_cast<uint64_t>(kept));
+      m.kv_cache = kv;
+    }
+  }
+  return m;
+}
+
+J memory_json(const MemoryReport& m) {
+  auto usage = [](const TrainingUsage& u) -> J {
+    if (u.step < 0) return J();
+    return J{{"model", u.model}, {"gradients", u.gradients}, {"optimizer", u.optimizer}, {"step", u.step}};
+  };
+  auto bytes = [](double b) -> J {
+    if (b == std::floor(b)) return J(static_cast<uint64_t>(b));
+    return J(b);
+  };
+  J rows = J::array();
+  for (const MemoryRow& r : m.rows)
+    rows.push_back({{"dtype", r.dtype},
+                    {"own", r.own},
+                    {"largest_layer_bytes", bytes(r.largest)},
+                    {"total_bytes", bytes(r.total)},
+                    {"training", usage(r.training)}});
+  J extra = J::array();
+  for (const ExtraBuffer& b : m.extra_buffers)
+    extra.push_back({{"name", b.name}, {"dtype", b.dtype}, {"shape", b.shape}, {"bytes", b.bytes}});
+  J kv;
+  if (m.kv_cache) {
+    const KvCache& k = *m.kv_cache;
+    kv = {{"batch", k.batch},       {"seq_len", k.seq_len},   {"dtype", k.dtype},     {"layers", k.layers},
+          {"sliding_layers", k.sliding_layers}, {"sliding_window", k.window > 0 ? J(k.window) : J()},
+          {"kv_heads", k.kv_heads}, {"head_dim", k.head_dim}, {"bytes", k.bytes}};
+  }
+  return J{{"dtype", m.own_dtype.empty() ? J() : J(m.own_dtype)},
+           {"total_bytes", m.total},
+           {"float32_total_bytes", m.float32_total},
+           {"largest_layer", {{"bytes", m.largest}, {"names", m.largest_layers}}},
+           {"no_split", m.no_split},
+           {"non_persistent_buffers", std::move(extra)},
+           {"dtypes", std::move(rows)},
+           {"kv_cache", std::move(kv)},
+           {"kv_cache_none", m.kv_cache ? J() : J(m.kv_cache_none)}};
+}
+
+std::string memory_text(const MemoryReport& m, bool exact) {
+  auto b = [&](double v) {
+    const auto n = static_cast<uint64_t>(std::llround(v));
+    return exact ? grouped_count(n) + " B" : human_bytes(n);
+  };
+  std::vector<std::array<std::string, 4>> rows{{"dtype", "Largest layer", "Total size", "Training using Adam (peak)"}};
+  for (const MemoryRow& r : m.rows)
+    rows.push_back({r.dtype + (r.own ? " (file)" : ""), b(r.largest), b(r.total), r.training.step < 0 ? "N/A" : b(static_cast<double>(r.training.step))});
+  std::array<size_t, 4> w{};
+  for (const auto& r : rows)
+    for (size_t c = 0; c < 4; ++c) w[c] = std::max(w[c], r[c].size());
+  std::string out = "\nMemory (accelerate's estimate: parameters once, buffers";
+  if (!m.extra_buffers.empty()) {
+    std::vector<std::string> e;
+    for (const ExtraBuffer& x : m.extra_buffers) e.push_back(x.name);
+    out += " and the non-persistent " + join(e, ", ");
+  }
+  out += ")\n";
+  for (const auto& r : rows)
+    out += fmt::format("  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n", r[0], w[0], r[1], w[1], r[2], w[2], r[3], w[3]);
+  out += fmt::format("  Largest layer: {}\n", m.largest_layers.empty() ? "none" : join(m.largest_layers, ", "));
+  if (m.kv_cache) {
+    const KvCache& k = *m.kv_cache;
+    std::string how = fmt::format("{} layers x 2 x {} key/value heads x {} head_dim", k.layers, k.kv_heads, k.head_dim);
+    if (k.sliding_layers > 0)
+      how += fmt::format("; {} sliding-window layers keep the last {} tokens", k.sliding_layers, k.window - 1);
+    out += fmt::format("  KV cache: {} for batch {} x {} tokens in {} ({})\n", b(static_cast<double>(k.bytes)), k.batch, k.seq_len,
+                       k.dtype, how);
+  } else {
+    out += fmt::format("  KV cache: none ({})\n", m.kv_cache_none);
+  }
+  return out;
+}
+
+}  // namespace ckpt

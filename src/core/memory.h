@@ -1,0 +1,79 @@
+// `summary --memory`: how much memory a model takes, as the peers compute it, from the file alone.
+//
+// - Total and largest layer per dtype as accelerate computes them (`accelerate estimate-memory`:
+//   calculate_maximum_sizes / compute_module_sizes / get_max_layer_size): every parameter once (tied
+//   weights once, under their first name), every buffer, and the non-persistent buffers a transformers
+//   model registers without saving them (known per model type from its config: rotary inv_freq, BERT's
+//   position_ids / token_type_ids); the largest "layer" is the largest leaf module or no-split block
+//   (transformers' _no_split_modules: the decoder / encoder layers, and where the model lists it, its
+//   embeddings), a module's own tensors beside children left out as accelerate leaves them.
+// - Adam training's memory as accelerate's estimate_training_usage gives it for a mixed-precision mode.
+// - For a decoder language model with a config.json, the KV cache of B sequences of L tokens:
+//   layers x 2 (key, value) x B x key/value heads x tokens x head_dim x bytes, a sliding-window layer
+//   keeping the last window-1 tokens as transformers' DynamicSlidingWindowLayer does.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ckpt {
+
+struct Checkpoint;
+struct Summary;
+
+struct MemoryOptions {
+  std::vector<std::string> dtypes;  // empty: the file's own, float32, float16, bfloat16, int8, int4
+  int64_t batch = 1;
+  std::optional<int64_t> seq_len;  // default: the config's max_position_embeddings
+};
+
+// accelerate's estimate_training_usage(bytes, mixed_precision): -1 where it gives none (int8, int4).
+struct TrainingUsage {
+  int64_t model = -1, gradients = -1, optimizer = -1, step = -1;
+};
+TrainingUsage estimate_training_usage(uint64_t bytes, const std::string& precision);
+
+struct MemoryRow {
+  std::string dtype;
+  bool own = false;  // the file's own dtype: the exact bytes, not a conversion
+  double total = 0, largest = 0;  // bytes (accelerate divides the float32 size: may be fractional)
+  TrainingUsage training;
+};
+
+struct KvCache {
+  int64_t batch = 0, seq_len = 0;
+  std::string dtype;
+  int64_t layers = 0, sliding_layers = 0, window = 0, kv_heads = 0, head_dim = 0;
+  uint64_t bytes = 0;
+};
+
+struct ExtraBuffer {  // a non-persistent buffer the model registers but the file does not hold
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+
+struct MemoryReport {
+  std::string own_dtype;  // the floating dtype holding most bytes ("" when none)
+  uint64_t total = 0;  // as stored: parameters once, buffers, extra buffers
+  uint64_t float32_total = 0;  // the same with every floating tensor as float32 (what accelerate's CLI sizes)
+  uint64_t largest = 0;
+  std::vector<std::string> largest_layers;
+  std::vector<std::string> no_split;  // the units never split, as patterns ("model.layers.*")
+  std::vector<ExtraBuffer> extra_buffers;
+  std::vector<MemoryRow> rows;
+  std::optional<KvCache> kv_cache;
+  std::string kv_cache_none;  // why there is none
+};
+
+// Throws UsageError for a dtype accelerate's estimate does not take.
+MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o);
+
+nlohmann::ordered_json memory_json(const MemoryReport& m);
+std::string memory_text(const MemoryReport& m, bool exact);
+
+}  // namespace ckpt
