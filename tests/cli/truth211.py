@@ -19,7 +19,10 @@ For every file or folder of t211/truth.json, `ckpt summary --json` must give:
 every inferred layer type (`inferred_type`) equal to the class ModelSummary or transformers' module_types
 report (or `?`; the hit rate is printed); and, with --load, `ckpt load --json --checksum` (ckpt-torch, on the CPU) each tensor's CRC-32 as torch
 computed it.
-For hf211/truth.json: num_parameters as totals.parameters and every tensor of each model folder.
+For hf211/truth.json: num_parameters as totals.parameters and every tensor of each model folder; and
+`summary --memory` byte for byte against accelerate's calculate_maximum_sizes (total, largest layer and its
+names), estimate_training_usage per mixed-precision mode, and the KV cache bytes of the real
+past_key_values for each (batch, seq_len) of the truth.
 
 Prints a FAIL line per mismatch and the number of values compared; exit status 1 on any mismatch.
 """
@@ -91,6 +94,32 @@ def main():
             eq(f"{label} {t['name']} numel", got["numel"], t["numel"])
             if loaded is not None and "crc32" in t:
                 eq(f"{label} {t['name']} crc32", crc.get(t["name"]), t["crc32"])
+
+    def memory(label, path, truth):
+        """summary --memory against accelerate 1.15 (calculate_maximum_sizes of the loaded model, then
+        estimate_training_usage of its total per mixed-precision mode) and against the bytes of the real
+        past_key_values after a forward of [batch, seq_len] input ids."""
+        mx = truth["accelerate_calculate_maximum_sizes"]
+        for kv in truth["kv_cache"] or [{"batch": 1, "seq_len": 16}]:
+            doc = run_json(a.ckpt, "summary", "--json", "--memory", "--batch", str(kv["batch"]), "--seq-len",
+                           str(kv["seq_len"]), path)
+            m = doc["memory"]
+            eq(f"{label} memory total_size", m["total_bytes"], mx["total_size"])
+            eq(f"{label} memory largest_layer", [m["largest_layer"]["bytes"], m["largest_layer"]["names"]], mx["largest_layer"])
+            rows = {r["dtype"]: r for r in m["dtypes"]}
+            own = rows[m["dtype"]]
+            eq(f"{label} memory own row", [own["own"], own["total_bytes"], own["largest_layer_bytes"]],
+               [True, mx["total_size"], mx["largest_layer"][0]])
+            for precision, usage in truth["accelerate_estimate_training_usage"].items():
+                # the file's own dtype row is accelerate's estimate_training_usage(total, own dtype); for a
+                # float32 file every row's base is that same total (accelerate's CLI sizes the float32 model)
+                if precision == m["dtype"] or m["dtype"] == "float32":
+                    eq(f"{label} memory training {precision}", rows[precision]["training"], usage)
+            if "kv_cache_bytes" in kv:
+                eq(f"{label} kv_cache {kv['batch']}x{kv['seq_len']}", (m["kv_cache"] or {}).get("bytes"), kv["kv_cache_bytes"])
+                eq(f"{label} kv_cache dtype", (m["kv_cache"] or {}).get("dtype"), kv["dtype"])
+            else:
+                eq(f"{label} kv_cache (not a decoder)", m["kv_cache"], None)
 
     def cases(folder):
         """(name, truth, path, summary JSON) for every entry of testdata/FOLDER/truth.json."""
@@ -179,6 +208,7 @@ def main():
         layer_types(f"hf211/{name}", doc, truth["module_types"])
         if "tensors" in truth:
             tensors(f"hf211/{name}", doc, truth["tensors"])
+        memory(f"hf211/{name}", path, truth)
 
     for f in fails:
         print("FAIL", f)
