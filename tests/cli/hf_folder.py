@@ -20,16 +20,24 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import json_schemas  # noqa: E402
+
 ALIASES = {"num_hidden_layers": ("num_hidden_layers", "n_layer"), "hidden_size": ("hidden_size", "n_embd"),
            "num_attention_heads": ("num_attention_heads", "n_head"), "vocab_size": ("vocab_size",),
            "num_key_value_heads": ("num_key_value_heads",), "max_position_embeddings": ("max_position_embeddings", "n_positions"),
            "tie_word_embeddings": ("tie_word_embeddings",)}
 
 fails = []
+schemas = None
 
 
 def run(*cmd):
-    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+    if "--json" in cmd and p.stdout.strip():
+        for problem in schemas.output_problems(p.stdout):
+            fails.append(f"{' '.join(cmd)}: schema: {problem}")
+    return p
 
 
 def expect(what, cond):
@@ -42,6 +50,8 @@ def main():
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--root", required=True)
     a = ap.parse_args()
+    global schemas
+    schemas = json_schemas.Schemas(a.root)
     td = os.path.join(a.root, "testdata")
     folders = [os.path.join(td, "t211", "hf_bert_bf16")] + [os.path.join(td, "hf211", n) for n in ("gpt2_tiny", "llama_gqa_bf16", "bert_enc")]
     for folder in folders:
@@ -49,7 +59,7 @@ def main():
         index = [f for f in os.listdir(folder) if f.endswith(".index.json")]
         inputs = [folder] + [os.path.join(folder, f) for f in index + (["model.safetensors"] if not index else [])]
         for inp in inputs:
-            p = run(a.ckpt, "summary", "--json", inp)
+            p = run(a.ckpt, "summary", "--json", "--memory", inp)
             expect(f"{inp}: summary exit {p.returncode}: {p.stderr}", p.returncode == 0)
             doc = json.loads(p.stdout)  # one document, not JSON Lines
             hf = doc["metadata"].get("hf")
@@ -96,6 +106,26 @@ def main():
             expect(f"{edit}: findings {[f['message'] for f in got]}",
                    any(text in f["message"] and f["severity"] == severity for f in got))
             expect(f"{edit}: exit {p.returncode}", p.returncode == (1 if severity == "error" else 0))
+        # Sliding-window attention (Mistral's config: every layer; Gemma 2's layer_types: those marked
+        # sliding_attention) keeps the last sliding_window - 1 tokens per layer, as transformers'
+        # DynamicSlidingWindowLayer does; full layers keep all L.
+        for k, (edit, sliding) in enumerate([({"sliding_window": 8}, 3),
+                                             ({"sliding_window": 8, "layer_types": ["sliding_attention", "full_attention",
+                                                                                    "sliding_attention"]}, 2),
+                                             ({"sliding_window": 8, "use_sliding_window": False}, 0),
+                                             ({"sliding_window": 64}, 3)]):
+            dst = os.path.join(tmp, f"sw{k}")
+            shutil.copytree(src, dst)
+            cfg = os.path.join(dst, "config.json")
+            c = json.load(open(cfg))
+            c.update(edit)
+            json.dump(c, open(cfg, "w"))
+            kv = json.loads(run(a.ckpt, "summary", "--json", "--memory", "--batch", "2", "--seq-len", "40", dst).stdout)["memory"]["kv_cache"]
+            per_token = 2 * 2 * c["num_key_value_heads"] * c["head_dim"] * 2  # k and v, batch 2, bfloat16
+            kept = min(40, c["sliding_window"] - 1) if sliding else 40
+            want = per_token * ((3 - sliding) * 40 + sliding * kept)
+            expect(f"sliding {edit}: kv {kv}, want {want} ({sliding} sliding layers)",
+                   kv and kv["bytes"] == want and kv["sliding_layers"] == sliding)
         # a config.json that is not a transformers config (no model_type / architectures) is not the model's
         dst = os.path.join(tmp, "other")
         shutil.copytree(os.path.join(td, "t211", "hf_bert_bf16"), dst)
