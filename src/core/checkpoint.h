@@ -208,6 +208,12 @@ struct TrainingInfo {
   std::vector<std::pair<std::string, State>> states;
   std::vector<std::pair<std::string, Data>> data;
   std::vector<std::string> order;  // every key above, as the JSON lists them
+  // lightning_details.h: optimizers ({key, index, param_groups, state: {params, keys}}), lr_schedulers and
+  // callbacks ({key, [index,] state}), precision ({key, state}) and loops, as plain JSON in which each
+  // 1-element tensor is {"__tensor__": "float32[]", "__scalar__": k}, k indexing `scalars`.
+  nlohmann::ordered_json details = nlohmann::ordered_json::object();
+  std::vector<Tensor> scalars;
+  std::vector<std::optional<double>> scalar_values;  // read_training_scalars: each scalar's value, if readable
 
   // Before `key` is written: drops what it held and gives it its place in `order`.
   void claim(const std::string& key);

@@ -17,6 +17,7 @@
 #include "core/pt2.h"
 #include "core/safetensors.h"
 #include "core/hf_config.h"
+#include "core/lightning_details.h"
 #include "core/sharded.h"
 #include "core/tar.h"
 #include "core/torch_pickle.h"
@@ -610,6 +611,7 @@ Checkpoint read_input(const Input& in, const Limits& limits) {
       ck.file_size = in.file->size();
     }
     r.read(ck, in, limits);
+    if (!ck.training.scalars.empty()) read_training_scalars(ck, limits);
     return ck;
   }
   throw InputError(in.path, "", 0,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "core/lightning_details.h"
 #include "core/text.h"
 
 namespace ckpt {
@@ -186,6 +187,7 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
       if (cut) h = visible_prefix(all, 197) + "...";
       line("Hparams", h);
     }
+    for (const auto& [key, value] : training_lines(tr)) line(key.c_str(), value);
   }
   return out;
 }
@@ -530,6 +532,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     j["forward"] = fw;
   }
   if (s.memory) j["memory"] = memory_json(*s.memory);
+  if (J t = training_json(ck.training); !t.is_null()) j["training"] = std::move(t);
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
   out += json_text(j);
   out.resize(out.rfind('}'));

@@ -656,6 +656,81 @@ void TorchInterpreter::lightning(const Value* root) {
     }
     return c;
   };
+  // lightning_details.h: the states users look for, as plain JSON; 1-element tensors kept to be read.
+  using J = nlohmann::ordered_json;
+  auto details = [&](const Value* v) {
+    return plain_json(v, [&](const Value* x) -> std::optional<J> {
+      budget();
+      if (!is_tensor(x)) return std::nullopt;
+      J j = tensor_summary(x);
+      Tensor t = tensor(x, "");
+      if (t.numel == 1 && t.state == TensorState::Materialized && t.dtype && t.layout == Layout::Strided &&
+          !t.storage.empty() && tr.scalars.size() < 4096) {
+        j["__scalar__"] = tr.scalars.size();
+        tr.scalars.push_back(std::move(t));
+      }
+      return j;
+    });
+  };
+  auto each = [](const Value* v) {  // a list's items, or the one state
+    std::vector<const Value*> out;
+    if (v && (v->kind == PKind::List || v->kind == PKind::Tuple)) out.assign(v->items.begin(), v->items.end());
+    else if (v) out.push_back(v);
+    return out;
+  };
+  auto optimizer = [&](const std::string& key, size_t index, const Value* o) {
+    J groups = J::array();
+    for (const Value* g : each(key_of(o, "param_groups"))) {
+      J gj = J::object();
+      const auto& gp = g->pairs();
+      for (size_t j = 0; j + 1 < gp.size(); j += 2) {
+        if (!gp[j]->is_str()) continue;
+        const Value* gv = gp[j + 1];
+        gj[std::string(gp[j]->s)] = gp[j]->s == "params" ? J(gv->kind == PKind::List || gv->kind == PKind::Tuple ? gv->items.size() : 0)
+                                                          : details(gv);
+      }
+      groups.push_back(std::move(gj));
+    }
+    J keys = J::array();
+    uint64_t params = 0;
+    if (const Value* st = key_of(o, "state"); dict_like(st)) {
+      const auto& sp = st->pairs();
+      for (size_t j = 0; j + 1 < sp.size(); j += 2, ++params) {
+        budget();
+        const auto& ep = sp[j + 1]->pairs();
+        for (size_t e = 0; e + 1 < ep.size() && keys.size() < 64; e += 2)
+          if (ep[e]->is_str() && std::find(keys.begin(), keys.end(), J(std::string(ep[e]->s))) == keys.end())
+            keys.push_back(std::string(ep[e]->s));
+      }
+    }
+    tr.details["optimizers"].push_back(
+        J{{"key", key}, {"index", index}, {"param_groups", std::move(groups)}, {"state", {{"params", params}, {"keys", std::move(keys)}}}});
+  };
+  for (size_t k = 0; k + 1 < p.size(); k += 2) {
+    if (!p[k]->is_str()) continue;
+    const std::string key(p[k]->s);
+    const Value* val = p[k + 1];
+    if (key == ck_.model_key) continue;
+    if (key == "optimizer_states" || key == "optimizer" || key == "optimizers") {
+      const auto list = each(val);
+      for (size_t j = 0; j < list.size(); ++j)
+        if (dict_like(list[j]) && key_of(list[j], "param_groups")) optimizer(key, j, list[j]);
+    } else if (key == "lr_schedulers" || key == "scheduler" || key == "schedulers") {
+      const auto list = each(val);
+      for (size_t j = 0; j < list.size(); ++j)
+        if (dict_like(list[j])) tr.details["lr_schedulers"].push_back(J{{"key", key}, {"index", j}, {"state", details(list[j])}});
+    } else if (key == "callbacks" && dict_like(val)) {
+      const auto& cb = val->pairs();
+      for (size_t j = 0; j + 1 < cb.size(); j += 2)
+        if (cb[j]->is_str()) tr.details["callbacks"].push_back(J{{"key", std::string(cb[j]->s)}, {"state", details(cb[j + 1])}});
+    } else if (key == "loops" && dict_like(val)) {
+      tr.details["loops"] = details(val);
+    } else if ((key == "native_amp_scaling_state" || key == "amp_scaling_state" ||
+                (key.size() > 9 && key.compare(key.size() - 9, 9, "Precision") == 0)) &&
+               dict_like(val)) {
+      tr.details["precision"] = J{{"key", key}, {"state", details(val)}};
+    }
+  }
   for (size_t k = 0; k + 1 < p.size(); k += 2) {
     if (!p[k]->is_str()) continue;
     const std::string key(p[k]->s);
