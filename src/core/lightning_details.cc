@@ -135,14 +135,18 @@ void read_training_scalars(Checkpoint& ck, const Limits& limits) {
 }
 
 std::string optimizer_class(const J& g, const std::vector<std::string>& state_keys) {
-  (void)state_keys;
   if (!g.is_object()) return "";
+  auto state_has = [&](const char* k) { return std::find(state_keys.begin(), state_keys.end(), k) != state_keys.end(); };
   if (has(g, {"betas", "amsgrad"})) {
     if (auto d = g.find("decoupled_weight_decay"); d != g.end() && d->is_boolean()) return d->get<bool>() ? "AdamW" : "Adam";
-    return "";  // torch < 2.6: Adam and AdamW save the same keys
+    return "";  // torch < 2.7: Adam and AdamW save the same keys
   }
   if (has(g, {"betas", "momentum_decay"})) return "NAdam";
-  if (has(g, {"betas", "decoupled_weight_decay"})) return "RAdam";
+  if (has(g, {"betas"})) {  // Adamax or RAdam: their states differ (exp_inf / exp_avg_sq)
+    if (state_has("exp_inf")) return "Adamax";
+    if (g.contains("decoupled_weight_decay") || state_has("exp_avg_sq")) return "RAdam";
+    return "";
+  }
   if (has(g, {"momentum", "dampening", "nesterov"})) return "SGD";
   if (has(g, {"alpha", "centered", "momentum"})) return "RMSprop";
   if (has(g, {"lr_decay", "initial_accumulator_value"})) return "Adagrad";
@@ -150,7 +154,6 @@ std::string optimizer_class(const J& g, const std::vector<std::string>& state_ke
   if (has(g, {"lambd", "alpha", "t0"})) return "ASGD";
   if (has(g, {"etas", "step_sizes"})) return "Rprop";
   if (has(g, {"max_iter", "history_size"})) return "LBFGS";
-  if (has(g, {"betas"}) && !g.contains("amsgrad") && !g.contains("decoupled_weight_decay")) return "Adamax";
   return "";
 }
 
@@ -159,10 +162,10 @@ std::string scheduler_class(const J& s) {
   if (has(s, {"_schedulers", "_milestones"})) return "SequentialLR";
   if (has(s, {"_schedulers"})) return "ChainedScheduler";
   if (has(s, {"patience", "cooldown", "num_bad_epochs"})) return "ReduceLROnPlateau";
-  if (has(s, {"max_lrs", "total_steps"})) return "OneCycleLR";
+  if (has(s, {"total_steps", "cycle_momentum"})) return "OneCycleLR";
   if (has(s, {"T_0", "T_mult"})) return "CosineAnnealingWarmRestarts";
   if (has(s, {"T_max", "eta_min"})) return "CosineAnnealingLR";
-  if (has(s, {"max_lrs", "base_lrs", "step_size_up"}) || has(s, {"total_size", "step_ratio"})) return "CyclicLR";
+  if (has(s, {"total_size", "step_ratio"})) return "CyclicLR";
   if (has(s, {"lr_lambdas"})) return s.contains("_last_lr") && s.contains("lr_lambdas") ? "LambdaLR or MultiplicativeLR" : "";
   if (has(s, {"step_size", "gamma"})) return "StepLR";
   if (has(s, {"milestones", "gamma"})) return "MultiStepLR";
@@ -215,7 +218,7 @@ std::vector<std::pair<std::string, std::string>> training_lines(const TrainingIn
     for (const J& g : o["param_groups"])
       groups.push_back(fmt::format("{} params: {}", g.value("params", J(0)).dump(),
                                    fields_text(g, {"lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "nesterov",
-                                                   "alpha", "fused"})));
+                                                   "alpha"})));
     std::string line = o["class"].is_null() ? std::string("?") : "~" + o["class"].get<std::string>();
     line += fmt::format(" ({}[{}]): ", o["key"].get<std::string>(), o["index"].get<size_t>());
     line += join(groups, "; ");

@@ -52,7 +52,7 @@ struct ScanProblem {
   std::string where;  // Malformed: "<member>+0x1a3"; RenamedMember, NotScanned: the member's name, label-prefixed
   std::string member;  // Malformed: the pickle's member ("" = the file); RenamedMember: the central directory's name
   std::string detail;  // Malformed: the parser's message; RenamedMember: the local header's name; NotScanned: why
-  std::optional<uint64_t> offset;  // Malformed: where the parser stopped in the pickle, when it knows
+  std::optional<uint64_t> offset = std::nullopt;  // Malformed: where the parser stopped in the pickle, when it knows
 };
 
 // A member of a torch.export / AOTInductor archive that holds native code: loading the package

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <array>
 
 namespace ckpt {
@@ -659,8 +661,16 @@ void TorchInterpreter::lightning(const Value* root) {
   // lightning_details.h: the states users look for, as plain JSON; 1-element tensors kept to be read.
   using J = nlohmann::ordered_json;
   auto details = [&](const Value* v) {
-    return plain_json(v, [&](const Value* x) -> std::optional<J> {
+    std::function<J(const Value*)> self;
+    self = [&](const Value* v2) {
+      return plain_json(v2, [&](const Value* x) -> std::optional<J> {
       budget();
+      // collections.Counter (MultiStepLR's milestones) and defaultdict: the dict they are made from
+      if (x->kind == PKind::Object && (x->qualified() == "collections.Counter" || x->qualified() == "collections.defaultdict") &&
+          x->args() && !x->args()->items.empty() && x->args()->items[x->args()->items.size() - 1]->kind == PKind::Dict)
+        return self(x->args()->items[x->args()->items.size() - 1]);
+      if (x->kind == PKind::Float && !std::isfinite(x->f))  // JSON has no inf / nan: as Python prints them
+        return J(std::isnan(x->f) ? "nan" : x->f > 0 ? "inf" : "-inf");
       if (!is_tensor(x)) return std::nullopt;
       J j = tensor_summary(x);
       Tensor t = tensor(x, "");
@@ -670,7 +680,9 @@ void TorchInterpreter::lightning(const Value* root) {
         tr.scalars.push_back(std::move(t));
       }
       return j;
-    });
+      });
+    };
+    return self(v);
   };
   auto each = [](const Value* v) {  // a list's items, or the one state
     std::vector<const Value*> out;
