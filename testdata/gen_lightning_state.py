@@ -18,8 +18,9 @@ writes lightning/state_t<major><minor>.ckpt and its truth in lightning/state_t<m
   params, which is counted) and per-parameter state keys; for each scheduler its class and
   state_dict; each callback's state with tensors as float(t); the loops dict; the scaler state.
 
-The real Lightning 2.6.6 file (t211/lightning_fit.ckpt, written by Trainer.fit on a GPU) has its truth in
-t211/lightning_state.json, written by `gen_lightning_state.py --read t211/lightning_fit.ckpt` under torch.
+The real Lightning 2.6.6 files (t211/lightning_fit.ckpt, written by Trainer.fit on a GPU, and
+t211/fabric_state.ckpt, written by fabric.save) have their truth in t211/<name>.state.json, written by
+`gen_lightning_state.py --read t211/<name>.ckpt` under torch.
 """
 
 import json
@@ -45,7 +46,11 @@ def plain(v):
 
 def truth_of(ckpt, classes=None, scheduler_classes=None):
     out = {"top_keys": list(ckpt.keys()), "optimizers": [], "lr_schedulers": [], "callbacks": {}}
-    for i, o in enumerate(ckpt.get("optimizer_states", [])):
+    states = []
+    for key in ("optimizer_states", "optimizer", "optimizers"):  # Lightning's list; Fabric's / a loop's own dict
+        v = ckpt.get(key)
+        states += [x for x in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(x, dict) and "param_groups" in x]
+    for i, o in enumerate(states):
         keys = []
         for st in o["state"].values():
             for k in st:
@@ -182,7 +187,7 @@ def read(path):
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     truth = truth_of(ckpt)
     truth["_how"] = f"read by torch.load (torch {torch.__version__}, map_location='cpu') from {os.path.basename(path)}"
-    out = os.path.join(os.path.dirname(path), "lightning_state.json")
+    out = os.path.join(os.path.dirname(path), os.path.basename(path).rsplit(".", 1)[0] + ".state.json")
     with open(out, "w") as f:
         json.dump(truth, f, indent=1)
         f.write("\n")

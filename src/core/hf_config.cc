@@ -51,6 +51,22 @@ std::optional<int64_t> HfConfig::head_size() const {
   return std::nullopt;
 }
 
+int64_t HfConfig::sliding_layers() const {
+  if (!layer_types.empty())
+    return std::count(layer_types.begin(), layer_types.end(), "sliding_attention") +
+           std::count(layer_types.begin(), layer_types.end(), "chunked_attention");
+  if (!sliding_window || !num_hidden_layers) return 0;
+  const int64_t n = *num_hidden_layers;
+  if (model_type.rfind("qwen2", 0) == 0 || model_type.rfind("qwen3", 0) == 0)
+    return std::max<int64_t>(0, n - max_window_layers.value_or(28));
+  if (model_type == "gemma2") return (n + 1) / 2;  // layer i slides when (i + 1) % 2 == 1
+  if (model_type == "gemma3_text" || model_type == "gemma3") {
+    const int64_t pattern = std::max<int64_t>(1, sliding_window_pattern.value_or(6));
+    return n - n / pattern;  // layer i is full when (i + 1) % pattern == 0
+  }
+  return n;
+}
+
 bool HfConfig::is_causal_lm() const {
   if (is_encoder_decoder) return false;
   return std::any_of(architectures.begin(), architectures.end(), [](const std::string& a) {
@@ -118,6 +134,18 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
     c.sliding_window = count_of(*f, {"sliding_window"});
   if (auto t = f->find("tie_word_embeddings"); t != f->end() && t->is_boolean()) c.tie_word_embeddings = t->get<bool>();
   else if (auto t2 = j.find("tie_word_embeddings"); t2 != j.end() && t2->is_boolean()) c.tie_word_embeddings = t2->get<bool>();
+  c.max_window_layers = count_of(*f, {"max_window_layers"});
+  c.sliding_window_pattern = count_of(*f, {"sliding_window_pattern"});
+  auto factor = [](const J& o, const char* k) -> std::optional<double> {
+    auto it = o.find(k);
+    if (it == o.end() || !it->is_number()) return std::nullopt;
+    const double v = it->get<double>();
+    return v > 0 && v <= 1 ? std::optional<double>(v) : std::nullopt;
+  };
+  if (auto r = f->find("rope_parameters"); r != f->end() && r->is_object() && factor(*r, "partial_rotary_factor"))
+    c.partial_rotary_factor = *factor(*r, "partial_rotary_factor");
+  else if (auto pf = factor(*f, "partial_rotary_factor")) c.partial_rotary_factor = *pf;
+  else if (auto rp = factor(*f, "rotary_pct")) c.partial_rotary_factor = *rp;
   if (auto l = f->find("layer_types"); l != f->end() && l->is_array())
     for (const J& x : *l)
       c.layer_types.push_back(x.is_string() ? x.get<std::string>() : std::string("?"));

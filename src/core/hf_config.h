@@ -35,6 +35,10 @@ struct HfConfig {
   std::optional<int64_t> sliding_window;
   std::optional<bool> tie_word_embeddings;
   std::vector<std::string> layer_types;  // "full_attention" / "sliding_attention" per layer, when listed
+  std::optional<int64_t> max_window_layers;  // Qwen2 / Qwen3: layers from this index on slide (default 28)
+  std::optional<int64_t> sliding_window_pattern;  // Gemma 3: every Nth layer is full (default 6)
+  double partial_rotary_factor = 1.0;  // the share of head_dim that rotary embeddings turn (rope_parameters,
+                                       // partial_rotary_factor, GPT-NeoX's rotary_pct)
   bool from_text_config = false;  // the numeric facts came from text_config
   bool is_encoder_decoder = false;
 
@@ -42,6 +46,10 @@ struct HfConfig {
   std::optional<int64_t> kv_heads() const;
   // Per-head size: head_dim, else hidden_size / num_attention_heads.
   std::optional<int64_t> head_size() const;
+  // How many of num_hidden_layers keep a sliding-window KV cache, as transformers' config __post_init__
+  // and DynamicCache decide: the layer_types listed; else none without a window; Qwen2 / Qwen3 the layers
+  // from max_window_layers on; Gemma 2 every other one (the first); Gemma 3 all but every sixth; else all.
+  int64_t sliding_layers() const;
   // A decoder-only language model whose forward returns a key/value cache: an architecture ending in
   // ForCausalLM or LMHeadModel (not an encoder-decoder).
   bool is_causal_lm() const;

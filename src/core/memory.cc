@@ -76,10 +76,17 @@ std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, 
   std::string base = w.layers_prefix;  // "model.layers." / "encoder.layer." / "transformer.h."
   if (!base.empty()) base = parent_of(base.substr(0, base.size() - 1));
   if (!base.empty()) base += ".";
+  // One rotary embedding per model (transformers 5.17: inv_freq, float32 [ceil(dim / 2)], dim the rotated
+  // part of head_dim).
   static const std::set<std::string> rotary{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
-                                            "gemma", "gemma2", "granite", "olmo", "olmo2", "starcoder2", "cohere", "helium"};
-  if (rotary.count(c.model_type) && c.head_size())
-    add(base + "rotary_emb.inv_freq", "float32", {*c.head_size() / 2});
+                                            "gemma", "gemma2", "gpt_neox", "falcon"};
+  if (rotary.count(c.model_type) && c.head_size()) {
+    const auto dim = static_cast<int64_t>(static_cast<double>(*c.head_size()) * c.partial_rotary_factor);
+    add(base + "rotary_emb.inv_freq", "float32", {(dim + 1) / 2});
+  }
+  // Gemma's scaled embedding: embed_scale, a 0-dim float32 (transformers >= 5.3).
+  if ((c.model_type == "gemma" || c.model_type == "gemma2") && !w.embedding.empty())
+    add(w.embedding.substr(0, w.embedding.size() - 6) + "embed_scale", "float32", {});
   if ((c.model_type == "bert" || c.model_type == "roberta") && c.max_position_embeddings) {
     // BertEmbeddings: position_ids and token_type_ids, int64 [1, max_position_embeddings]
     static const std::string word = "word_embeddings.weight";
@@ -284,12 +291,7 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       kv.kv_heads = *c.kv_heads();
       kv.head_dim = *c.head_size();
       kv.window = c.sliding_window.value_or(0);
-      if (kv.window > 0) {
-        if (!c.layer_types.empty())
-          kv.sliding_layers = std::count(c.layer_types.begin(), c.layer_types.end(), "sliding_attention");
-        else
-          kv.sliding_layers = kv.layers;
-      }
+      if (kv.window > 0) kv.sliding_layers = std::min(kv.layers, c.sliding_layers());
       const uint64_t item = dtype_by_name(kv.dtype)->itemsize;
       const uint64_t per_token = 2ull * static_cast<uint64_t>(kv.batch) * static_cast<uint64_t>(kv.kv_heads) *
                                  static_cast<uint64_t>(kv.head_dim) * item;

@@ -106,14 +106,18 @@ def main():
             expect(f"{edit}: findings {[f['message'] for f in got]}",
                    any(text in f["message"] and f["severity"] == severity for f in got))
             expect(f"{edit}: exit {p.returncode}", p.returncode == (1 if severity == "error" else 0))
-        # Sliding-window attention (Mistral's config: every layer; Gemma 2's layer_types: those marked
-        # sliding_attention) keeps the last sliding_window - 1 tokens per layer, as transformers'
+        # Sliding-window attention (Mistral's config: every layer; layer_types: those marked
+        # sliding_attention; Qwen2: from max_window_layers on; Gemma 2: every other one) keeps the last sliding_window - 1 tokens per layer, as transformers'
         # DynamicSlidingWindowLayer does; full layers keep all L.
         for k, (edit, sliding) in enumerate([({"sliding_window": 8}, 3),
                                              ({"sliding_window": 8, "layer_types": ["sliding_attention", "full_attention",
                                                                                     "sliding_attention"]}, 2),
                                              ({"sliding_window": 8, "use_sliding_window": False}, 0),
-                                             ({"sliding_window": 64}, 3)]):
+                                             ({"sliding_window": 64}, 3),
+                                             # Qwen2's __post_init__: layers from max_window_layers on slide
+                                             ({"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 8,
+                                               "max_window_layers": 1}, 2),
+                                             ({"model_type": "gemma2", "sliding_window": 8}, 2)]):
             dst = os.path.join(tmp, f"sw{k}")
             shutil.copytree(src, dst)
             cfg = os.path.join(dst, "config.json")

@@ -3,9 +3,9 @@
 
 Files: testdata/lightning/state_t<ver>.ckpt, written by testdata/gen_lightning_state.py under torch 1.13,
 2.6 and 2.14 (a real optimizer of every torch.optim class and a real scheduler of every lr_scheduler class,
-each after one step, in Lightning's checkpoint layout), and testdata/t211/lightning_fit.ckpt, written by
-Lightning 2.6.6's Trainer.fit. Their truth (state_t<ver>.json, t211/lightning_state.json) is what
-torch.load gives back.
+each after one step, in Lightning's checkpoint layout), testdata/t211/lightning_fit.ckpt, written by
+Lightning 2.6.6's Trainer.fit, and testdata/t211/fabric_state.ckpt, written by its fabric.save. Their truth
+(state_t<ver>.json, t211/<name>.state.json) is what torch.load gives back.
 
 `summary --json`'s `training` must give:
 - per optimizer: every param-group key and value (params counted), the per-parameter state keys and the
@@ -46,7 +46,8 @@ def main():
     schemas = json_schemas.Schemas(a.root)
     td = os.path.join(a.root, "testdata")
     cases = [(p[:-5] + ".ckpt", p) for p in sorted(glob.glob(os.path.join(td, "lightning", "state_t*.json")))]
-    cases.append((os.path.join(td, "t211", "lightning_fit.ckpt"), os.path.join(td, "t211", "lightning_state.json")))
+    for real in ("lightning_fit", "fabric_state"):
+        cases.append((os.path.join(td, "t211", real + ".ckpt"), os.path.join(td, "t211", real + ".state.json")))
     classes = {"right": 0, "unsure": 0}
     for path, truth_path in cases:
         truth = json.load(open(truth_path))
@@ -90,7 +91,10 @@ def main():
                 fails.append(f"{name}: text does not show the score {score:g}")
         eq(f"{name} precision", tr.get("precision"), truth.get("precision"))
         eq(f"{name} loops", tr.get("loops"), truth["loops"])
-        fit = (truth["loops"] or {}).get("fit_loop", {})
+        fit = (truth["loops"] or {}).get("fit_loop")
+        if fit is None:
+            eq(f"{name} progress (no loops)", tr.get("progress"), None)
+            continue
         want = {
             "epochs_completed": fit["epoch_progress"]["total"]["completed"],
             "batches_completed": fit["epoch_loop.batch_progress"]["total"]["completed"],
