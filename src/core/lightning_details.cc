@@ -102,7 +102,7 @@ std::string value_text(const J& v) {
     for (const J& x : v) items.push_back(value_text(x));
     return "[" + join(items, ", ") + "]";
   }
-  return v.dump();
+  return json_text(v, -1);  // invalid UTF-8 from the pickle replaced, never thrown on
 }
 
 std::string fields_text(const J& state, std::initializer_list<const char*> keys) {
@@ -216,7 +216,7 @@ std::vector<std::pair<std::string, std::string>> training_lines(const TrainingIn
   for (const J& o : j["optimizers"]) {
     std::vector<std::string> groups;
     for (const J& g : o["param_groups"])
-      groups.push_back(fmt::format("{} params: {}", g.value("params", J(0)).dump(),
+      groups.push_back(fmt::format("{} params: {}", json_text(g.value("params", J(0)), -1),
                                    fields_text(g, {"lr", "initial_lr", "betas", "eps", "weight_decay", "momentum", "nesterov",
                                                    "alpha"})));
     std::string line = o["class"].is_null() ? std::string("?") : "~" + o["class"].get<std::string>();
