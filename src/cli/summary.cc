@@ -22,8 +22,8 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   auto* sub = app.add_subcommand("summary", "Show what a checkpoint holds: layer table, totals, warnings");
   add_input_options(sub, o.inputs,
                     "Checkpoint: torch.save zip or legacy file, Lightning .ckpt, TorchScript archive (.pt, .ptl), torch.export "
-                    "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json) or a DCP "
-                    "directory",
+                    "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json), a Hugging Face "
+                    "model folder (config.json beside the weights) or a DCP directory",
                     true);
   sub->add_option("-d,--depth", o.depth,
                   "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth; text and markdown only (JSON "

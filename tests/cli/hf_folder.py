@@ -137,6 +137,10 @@ def main():
         p = run(a.ckpt, "summary", "--json", dst)
         expect(f"foreign config.json: {p.returncode} {p.stderr}", p.returncode == 0 and "hf" not in json.loads(p.stdout)["metadata"])
 
+    # --memory's options: refused without it, and a dtype accelerate does not estimate or a batch of 0 (exit 2)
+    for args in (["--batch", "2"], ["--memory", "--dtype", "float64"], ["--memory", "--batch", "0"], ["--memory", "--seq-len", "0"]):
+        p = run(a.ckpt, "summary", *args, folders[0])
+        expect(f"summary {args}: exit {p.returncode}, {p.stderr.strip()}", p.returncode == 2 and p.stderr.startswith("ckpt: error:"))
     for f in fails:
         print("FAIL", f)
     print(f"{len(folders)} folders, {len(cases)} disagreeing configs; {len(fails)} failures")
