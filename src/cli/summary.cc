@@ -99,9 +99,10 @@ void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
     throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
   if (!o.memory && (sub.count("--dtype") || sub.count("--batch") || sub.count("--seq-len")))
     throw UsageError("--dtype / --batch / --seq-len need --memory");
-  if (o.memory_options.batch < 1) throw UsageError(fmt::format("--batch {}: must be at least 1", o.memory_options.batch));
-  if (o.memory_options.seq_len && *o.memory_options.seq_len < 1)
-    throw UsageError(fmt::format("--seq-len {}: must be at least 1", *o.memory_options.seq_len));
+  if (o.memory_options.batch < 1 || o.memory_options.batch > (int64_t{1} << 40))
+    throw UsageError(fmt::format("--batch {}: must be 1 to 2^40", o.memory_options.batch));
+  if (o.memory_options.seq_len && (*o.memory_options.seq_len < 1 || *o.memory_options.seq_len > (int64_t{1} << 40)))
+    throw UsageError(fmt::format("--seq-len {}: must be 1 to 2^40", *o.memory_options.seq_len));
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
   // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.

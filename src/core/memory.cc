@@ -139,8 +139,7 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
   // Sizes of every tensor once (a tied copy is the first name's), added to each module above it.
   std::map<std::string, uint64_t> size, size32;  // module or tensor path -> bytes (as stored, as float32)
   std::map<std::string, Node> tree;  // module path -> children and direct tensors
-  std::vector<std::string> order;
-  std::set<std::string> names;
+  std::set<std::string> names, modules;
   std::map<std::string, uint64_t> float_bytes;
   auto place = [&](const std::string& name, uint64_t bytes, uint64_t bytes32) {
     names.insert(name);
@@ -149,19 +148,16 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       size32[name.substr(0, dot)] += bytes32;
     }
     size[""] += bytes;
-    size[name] += bytes;
     size32[""] += bytes32;
-    size32[name] += bytes32;
-    std::string child = name;
-    while (true) {
-      const std::string parent = parent_of(child);
-      Node& n = tree[parent];
-      auto& list = child == name ? n.tensors : n.children;
-      const bool fresh = std::find(list.begin(), list.end(), child) == list.end();
-      if (fresh) list.push_back(child);
-      if (child.find('.') == std::string::npos || !fresh) break;
-      child = parent;
+    if (!name.empty()) {
+      size[name] += bytes;
+      size32[name] += bytes32;
     }
+    tree[parent_of(name)].tensors.push_back(name);
+    // the modules above it, each registered once with its parent (a set: a flat model's 100,000
+    // children cost no scan of the list)
+    for (std::string child = parent_of(name); !child.empty() && modules.insert(child).second; child = parent_of(child))
+      tree[parent_of(child)].children.push_back(child);
   };
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
@@ -213,18 +209,21 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
   // get_max_layer_size over the root's own parameters, its children, its own buffers.
   std::vector<std::string> todo;
   const Node& root = tree[""];
+  std::set<std::string> buffer_names;
+  for (const Tensor& t : ck.tensors)
+    if (t.kind == TensorKind::Buffer && t.name.find('.') == std::string::npos) buffer_names.insert(t.name);
   std::vector<std::string> params, buffers;
-  for (const std::string& t : root.tensors) {
-    const auto it = std::find_if(ck.tensors.begin(), ck.tensors.end(), [&](const Tensor& x) { return x.name == t; });
-    (it != ck.tensors.end() && it->kind == TensorKind::Buffer ? buffers : params).push_back(t);
-  }
-  todo.insert(todo.end(), params.begin(), params.end());
-  todo.insert(todo.end(), root.children.begin(), root.children.end());
-  todo.insert(todo.end(), buffers.begin(), buffers.end());
+  for (const std::string& t : root.tensors) (buffer_names.count(t) ? buffers : params).push_back(t);
+  // A stack holding the candidates in reverse: popping gives accelerate's order (a split module's
+  // children take its place, before its later siblings), each pop and push O(1) however flat the model.
+  todo.insert(todo.end(), buffers.rbegin(), buffers.rend());
+  todo.insert(todo.end(), root.children.rbegin(), root.children.rend());
+  todo.insert(todo.end(), params.rbegin(), params.rend());
   uint64_t largest32 = 0;
   std::vector<std::string> names32;
-  for (size_t k = 0; k < todo.size(); ++k) {
-    const std::string name = todo[k];
+  while (!todo.empty()) {
+    const std::string name = std::move(todo.back());
+    todo.pop_back();
     auto it = tree.find(name);
     const bool module_with_children = it != tree.end() && !it->second.children.empty();
     if (!module_with_children || unsplit(name)) {
@@ -238,7 +237,7 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
         }
       }
     } else {
-      todo.insert(todo.begin() + static_cast<std::ptrdiff_t>(k) + 1, it->second.children.begin(), it->second.children.end());
+      todo.insert(todo.end(), it->second.children.rbegin(), it->second.children.rend());
     }
   }
 
@@ -292,12 +291,22 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       kv.head_dim = *c.head_size();
       kv.window = c.sliding_window.value_or(0);
       if (kv.window > 0) kv.sliding_layers = std::min(kv.layers, c.sliding_layers());
-      const uint64_t item = dtype_by_name(kv.dtype)->itemsize;
-      const uint64_t per_token = 2ull * static_cast<uint64_t>(kv.batch) * static_cast<uint64_t>(kv.kv_heads) *
-                                 static_cast<uint64_t>(kv.head_dim) * item;
+      const unsigned __int128 item = dtype_by_name(kv.dtype)->itemsize;
+      const unsigned __int128 per_token = 2 * static_cast<unsigned __int128>(kv.batch) *
+                                          static_cast<unsigned __int128>(kv.kv_heads) *
+                                          static_cast<unsigned __int128>(kv.head_dim) * item;
       const int64_t kept = kv.window > 0 ? std::min<int64_t>(kv.seq_len, kv.window - 1) : kv.seq_len;
-      kv.bytes = per_token * (static_cast<uint64_t>(kv.layers - kv.sliding_layers) * static_cast<uint64_t>(kv.seq_len) +
-                              static_cast<uint64_t>(kv.sliding_layers) * static_cast<uint64_t>(kept));
+      const unsigned __int128 bytes =
+          per_token * (static_cast<unsigned __int128>(kv.layers - kv.sliding_layers) * static_cast<uint64_t>(kv.seq_len) +
+                       static_cast<unsigned __int128>(kv.sliding_layers) * static_cast<uint64_t>(kept));
+      const long double approx = 2.0L * kv.batch * kv.kv_heads * kv.head_dim * static_cast<long double>(item) *
+                                 (static_cast<long double>(kv.layers - kv.sliding_layers) * kv.seq_len +
+                                  static_cast<long double>(kv.sliding_layers) * kept);
+      if (approx > 1.8e19L || bytes > UINT64_MAX) {  // the exact product would wrap even 128 bits
+        m.kv_cache_none = "more than 2^64 bytes for these sizes";
+        return m;
+      }
+      kv.bytes = static_cast<uint64_t>(bytes);
       m.kv_cache = kv;
     }
   }
@@ -361,7 +370,7 @@ std::string memory_text(const MemoryReport& m, bool exact) {
   out += ")\n";
   for (const auto& r : rows)
     out += fmt::format("  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n", r[0], w[0], r[1], w[1], r[2], w[2], r[3], w[3]);
-  out += fmt::format("  Largest layer: {}\n", m.largest_layers.empty() ? "none" : join(m.largest_layers, ", "));
+  out += fmt::format("  Largest layer: {}\n", m.largest_layers.empty() ? "none" : join(m.largest_layers, ", ", 8, ", and {} more"));
   if (m.kv_cache) {
     const KvCache& k = *m.kv_cache;
     std::string how = fmt::format("{} layers x 2 x {} key/value heads x {} head_dim", k.layers, k.kv_heads, k.head_dim);
