@@ -68,33 +68,60 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   const uint64_t data_start = 8 + n;
   auto header = f.sub(8, n).as_member("header");
 
-  // Duplicate names are invalid, but a JSON object keeps only the last: catch them while parsing.
-  std::unordered_set<std::string> seen;
-  std::string duplicate;
-  nlohmann::ordered_json j;
+  // Duplicate names are invalid, but a JSON object keeps only the last: a first SAX pass over the header
+  // records the top-level keys in the file's order (and __metadata__'s own), catching duplicates; then
+  // the header is parsed into a sorted map. (nlohmann's ordered_json inserts with a linear search, and
+  // its callback parser rescans the parent object after every child: 100,000 tensors took minutes.)
+  struct KeyOrder : nlohmann::json::json_sax_t {
+    int depth = 0;
+    std::unordered_set<std::string> seen, metadata_seen;
+    std::vector<std::string> keys, metadata_keys;
+    std::string duplicate;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++depth, true; }
+    bool end_object() override { return --depth, true; }
+    bool start_array(std::size_t) override { return ++depth, true; }
+    bool end_array() override { return --depth, true; }
+    bool key(string_t& k) override {
+      if (depth == 1) {
+        if (!seen.insert(k).second) {
+          if (duplicate.empty()) duplicate = k;
+        } else {
+          keys.push_back(k);
+        }
+      } else if (depth == 2 && !keys.empty() && keys.back() == "__metadata__" && metadata_seen.insert(k).second) {
+        metadata_keys.push_back(k);
+      }
+      return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  } order_of;
+  nlohmann::json j;
   try {
-    j = nlohmann::ordered_json::parse(text.begin(), text.end(),
-                                      [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
-                                        if (depth == 1 && ev == nlohmann::ordered_json::parse_event_t::key) {
-                                          const std::string k = v.get<std::string>();
-                                          if (!seen.insert(k).second && duplicate.empty()) duplicate = k;
-                                        }
-                                        return true;
-                                      });
-  } catch (const nlohmann::ordered_json::parse_error& e) { header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON"); }
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) { header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON"); }
+  nlohmann::json::sax_parse(text.begin(), text.end(), &order_of);
+  std::string& duplicate = order_of.duplicate;
+  const std::vector<std::string>& keys = order_of.keys;
+  const std::vector<std::string>& metadata_keys = order_of.metadata_keys;
   if (!duplicate.empty()) header.fail(0, fmt::format("duplicate tensor name '{}' in the header", duplicate));
   if (!j.is_object()) header.fail(0, "header is not a JSON object");
 
   std::vector<Entry> entries;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    const std::string& name = it.key();
-    const auto& v = it.value();
+  for (const std::string& name : keys) {
+    const auto& v = j.at(name);
     if (name == "__metadata__") {
       if (!v.is_object()) header.fail(0, "__metadata__ is not an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m)
         if (!m->is_string()) header.fail(0, fmt::format("__metadata__ value '{}' is not a string", m.key()));
       auto& md = ck.safetensors_metadata.emplace();
-      for (auto m = v.begin(); m != v.end(); ++m) md.emplace_back(m.key(), m->get<std::string>());
+      for (const std::string& k : metadata_keys) md.emplace_back(k, v.at(k).get<std::string>());
       continue;
     }
     if (entries.size() >= limits.tensors) header.fail(0, fmt::format("more than {} tensors", limits.tensors));
