@@ -121,6 +121,7 @@ std::unordered_map<std::string, std::string> infer_layer_types(const std::vector
   std::vector<std::string> order;  // modules holding tensors, first-seen order
   std::unordered_map<std::string, Held> held;
   std::unordered_map<std::string, std::vector<std::string>> children;  // parent -> its tensor-holding children
+  std::unordered_map<std::string, size_t> position;  // a module's place among its parent's children
   for (const Tensor& t : tensors) {
     const size_t dot = t.name.rfind('.');
     const std::string module = dot == std::string::npos ? "" : t.name.substr(0, dot);
@@ -128,7 +129,9 @@ std::unordered_map<std::string, std::string> infer_layer_types(const std::vector
     if (fresh) {
       order.push_back(module);
       const size_t pdot = module.rfind('.');
-      children[pdot == std::string::npos ? "" : module.substr(0, pdot)].push_back(module);
+      auto& sib = children[pdot == std::string::npos ? "" : module.substr(0, pdot)];
+      position[module] = sib.size();
+      sib.push_back(module);
     }
     it->second.leaves.emplace(t.name.substr(dot == std::string::npos ? 0 : dot + 1), &t.shape);
   }
@@ -137,7 +140,7 @@ std::unordered_map<std::string, std::string> infer_layer_types(const std::vector
     if (m.empty()) continue;  // tensors at the top level: no module to name
     const size_t pdot = m.rfind('.');
     const auto& sib = children[pdot == std::string::npos ? "" : m.substr(0, pdot)];
-    const size_t at = static_cast<size_t>(std::find(sib.begin(), sib.end(), m) - sib.begin());
+    const size_t at = position[m];  // no scan of the siblings: a flat model stays linear
     const Held* next = at + 1 < sib.size() ? &held[sib[at + 1]] : nullptr;
     const Held* prev = at > 0 ? &held[sib[at - 1]] : nullptr;
     const std::string prev_type = at > 0 && out.count(sib[at - 1]) ? out[sib[at - 1]] : "";
