@@ -28,7 +28,7 @@ std::string in_dir(const std::string& dir, const char* name) {
 }
 
 // A count a config states: a JSON integer in [0, 2^40] (anything else is not taken as that fact).
-std::optional<int64_t> count_of(const J& o, std::initializer_list<const char*> names) {
+std::optional<int64_t> count_of(const nlohmann::json& o, std::initializer_list<const char*> names) {
   for (const char* n : names) {
     auto it = o.find(n);
     if (it == o.end() || it->is_null()) continue;
@@ -80,7 +80,7 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   if (!is_file(path)) return std::nullopt;
   HfConfig c;
   c.path = path;
-  J j;
+  nlohmann::json j;  // a sorted map: lookups only (ordered_json inserts with a linear search)
   try {
     auto file = MappedFile::open(path);
     const ByteView v = file->view();
@@ -90,8 +90,8 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
     }
     const std::string_view text = v.str(0, v.size());
     try {
-      j = J::parse(text.begin(), text.end(), nullptr, true, false);
-    } catch (const J::parse_error& e) {
+      j = nlohmann::json::parse(text.begin(), text.end(), nullptr, true, false);
+    } catch (const nlohmann::json::parse_error& e) {
       c.error = fmt::format("{}: not valid JSON at byte {}", path, e.byte > 0 ? e.byte - 1 : 0);
       return c;
     }
@@ -106,14 +106,14 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   // Not a transformers config (diffusers' `_class_name`, a training script's own): not a model's facts.
   if (!j.contains("model_type") && !j.contains("architectures")) return std::nullopt;
   if (auto a = j.find("architectures"); a != j.end() && a->is_array())
-    for (const J& x : *a)
+    for (const auto& x : *a)
       if (x.is_string()) c.architectures.push_back(x.get<std::string>());
   if (auto m = j.find("model_type"); m != j.end() && m->is_string()) c.model_type = m->get<std::string>();
   for (const char* k : {"dtype", "torch_dtype"})
     if (auto d = j.find(k); d != j.end() && d->is_string() && c.dtype.empty()) c.dtype = d->get<std::string>();
   if (auto e = j.find("is_encoder_decoder"); e != j.end() && e->is_boolean()) c.is_encoder_decoder = e->get<bool>();
   // Multimodal configs keep the language model's facts in text_config.
-  const J* f = &j;
+  const nlohmann::json* f = &j;
   if (auto t = j.find("text_config"); t != j.end() && t->is_object() && !j.contains("num_hidden_layers") &&
                                       !j.contains("n_layer") && !j.contains("num_layers")) {
     f = &*t;
@@ -136,7 +136,7 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   else if (auto t2 = j.find("tie_word_embeddings"); t2 != j.end() && t2->is_boolean()) c.tie_word_embeddings = t2->get<bool>();
   c.max_window_layers = count_of(*f, {"max_window_layers"});
   c.sliding_window_pattern = count_of(*f, {"sliding_window_pattern"});
-  auto factor = [](const J& o, const char* k) -> std::optional<double> {
+  auto factor = [](const nlohmann::json& o, const char* k) -> std::optional<double> {
     auto it = o.find(k);
     if (it == o.end() || !it->is_number()) return std::nullopt;
     const double v = it->get<double>();
@@ -147,7 +147,7 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   else if (auto pf = factor(*f, "partial_rotary_factor")) c.partial_rotary_factor = *pf;
   else if (auto rp = factor(*f, "rotary_pct")) c.partial_rotary_factor = *rp;
   if (auto l = f->find("layer_types"); l != f->end() && l->is_array())
-    for (const J& x : *l)
+    for (const auto& x : *l)
       c.layer_types.push_back(x.is_string() ? x.get<std::string>() : std::string("?"));
   return c;
 }
