@@ -89,15 +89,13 @@ std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, 
     add(w.embedding.substr(0, w.embedding.size() - 6) + "embed_scale", "float32", {});
   if ((c.model_type == "bert" || c.model_type == "roberta") && c.max_position_embeddings) {
     // BertEmbeddings: position_ids and token_type_ids, int64 [1, max_position_embeddings]
-    static const std::string word = "word_embeddings.weight";
-    for (const Tensor& t : ck.tensors) {
-      const std::string& n = t.name;
-      if (n.size() < word.size() + 11 || n.compare(n.size() - word.size(), word.size(), word) != 0) continue;
-      const std::string emb = n.substr(0, n.size() - word.size());  // "bert.embeddings."
-      if (emb.size() < 11 || emb.compare(emb.size() - 11, 11, "embeddings.") != 0) continue;
+    // the input embedding hf_weights found: "<prefix>embeddings.word_embeddings.weight"
+    static const std::string word = "embeddings.word_embeddings.weight";
+    const std::string& e = w.embedding;
+    if (e.size() >= word.size() && e.compare(e.size() - word.size(), word.size(), word) == 0) {
+      const std::string emb = e.substr(0, e.size() - word.size() + 11);  // "<prefix>embeddings."
       add(emb + "position_ids", "int64", {1, *c.max_position_embeddings});
       add(emb + "token_type_ids", "int64", {1, *c.max_position_embeddings});
-      break;
     }
   }
   return out;
@@ -132,8 +130,6 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
   for (const std::string& d : o.dtypes)
     if (!dtype_rule(d))
       throw UsageError(fmt::format("--dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
-  if (o.batch < 1) throw UsageError(fmt::format("--batch {}: must be at least 1", o.batch));
-  if (o.seq_len && *o.seq_len < 1) throw UsageError(fmt::format("--seq-len {}: must be at least 1", *o.seq_len));
   MemoryReport m;
 
   // Sizes of every tensor once (a tied copy is the first name's), added to each module above it.

@@ -70,7 +70,8 @@ struct MemoryReport {
   std::string kv_cache_none;  // why there is none
 };
 
-// Throws UsageError for a dtype accelerate's estimate does not take.
+// Throws UsageError for a dtype accelerate's estimate does not take; batch and seq_len are validated by
+// the command line (validate_summary: 1 to 2^40).
 MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o);
 
 nlohmann::ordered_json memory_json(const MemoryReport& m);
