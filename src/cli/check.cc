@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include "core/render_report.h"
 #include "core/summary.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 #ifndef CKPT_VERSION
 #define CKPT_VERSION "0.0.0"
@@ -109,8 +109,7 @@ int run_check(const CheckOptions& o) {
     bool environment = false;
     try {
       if (!item.error.empty()) throw InputError(item.name, item.error);
-      std::error_code ec;
-      if (item.name != "-" && !std::filesystem::exists(item.name, ec)) (void)MappedFile::open(item.name);  // "cannot open"
+      if (item.name != "-" && vfs::kind(item.name) == vfs::Kind::Missing) (void)vfs::open(item.name);  // "cannot open"
       result = check_named(item.name, lim);
     } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
       result = CheckResult{};

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/text.h"
+#include "remote/remote.h"
 
 namespace ckpt::cli {
 
@@ -24,6 +25,7 @@ Limits LimitOptions::resolve() const {
     const std::string err = set_limit(lim, kv.substr(0, eq), kv.substr(eq + 1));
     if (!err.empty()) throw UsageError("--limit: " + err);
   }
+  remote::install(lim);  // URLs read with these time-outs and retries
   return lim;
 }
 

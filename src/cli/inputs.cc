@@ -30,6 +30,7 @@
 #include "core/security.h"
 #include "core/sharded.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt::cli {
 
@@ -73,7 +74,34 @@ struct Walk {
   std::vector<InputItem>& out;
   std::string error;  // the first directory that could not be listed
 
+  // A remote folder (hf://, s3://): its listing, a tree (no links to follow).
+  void remote_dir(const std::string& rel) {
+    const std::string path = rel.empty() ? root : join_path(root, rel);
+    std::vector<vfs::Entry> entries;
+    try {
+      entries = vfs::list(path);
+    } catch (const InputError& e) {
+      if (error.empty()) error = e.render();
+      return;
+    }
+    for (const vfs::Entry& e : entries) {
+      const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
+      const std::string child = join_path(root, child_rel);
+      if (e.dir) {
+        if (any_matches(o.exclude, child_rel)) continue;
+        if (is_checkpoint_dir(child)) {
+          if (selected(child_rel, true, o.include, o.exclude)) out.push_back({child, ""});
+        } else {
+          remote_dir(child_rel);
+        }
+      } else if (selected(child_rel, false, o.include, o.exclude)) {
+        out.push_back({child, ""});
+      }
+    }
+  }
+
   void dir(const std::string& rel) {
+    if (vfs::is_url(root)) return remote_dir(rel);
     const std::string path = rel.empty() ? root : join_path(root, rel);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
@@ -123,8 +151,7 @@ Expanded expand_inputs(const InputOptions& o) {
   Expanded e;
   e.several = o.files.size() > 1;
   for (const std::string& f : o.files) {
-    std::error_code ec;
-    if (f == "-" || !fs::is_directory(f, ec) || is_checkpoint_dir(f)) {
+    if (f == "-" || !vfs::is_dir(f) || is_checkpoint_dir(f)) {
       e.items.push_back({f, ""});
       continue;
     }

@@ -15,6 +15,7 @@
 #include "core/render_summary.h"
 #include "core/summary.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt::cli {
 
@@ -137,6 +138,7 @@ Checkpoint* read_arch(const SummaryOptions& o, const Limits& lim) {
 int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& lim, const std::string& name,
                   const Checkpoint* shared_arch, bool several, std::FILE* out, std::FILE* err) {
   Checkpoint* owned = nullptr;
+  const vfs::TransferScope transfer;  // what a remote input costs, counted apart from the other inputs'
   try {
     owned = new Checkpoint(read_named(name, lim));
   } catch (const InputError&) {
@@ -165,6 +167,13 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
   // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
   s.findings = findings(ck, s);
   for (Finding& x : security_named(name, &ck, lim)) s.findings.push_back(std::move(x));
+  if (vfs::is_url(name) || transfer.stats().requests) {
+    // One input: what the process fetched before its scope (the listing that told a folder from a file) is its too.
+    const vfs::Transfer& t = transfer.stats();
+    const vfs::Transfer* before = several ? nullptr : &vfs::process_transfer();
+    s.fetched = Summary::Fetched{t.requests + (before ? before->requests.load() : 0), t.bytes + (before ? before->bytes.load() : 0),
+                                 t.files + (before ? before->files.load() : 0)};
+  }
   if (format == OutputFormat::Json && several) {
     const std::string line = json_line(summary_json_text(s));
     write_output(out, line);

@@ -21,6 +21,16 @@ struct Origin {
   std::string member;
 };
 
+// Bytes that arrive on demand (a remote file: range requests into a block cache, vfs.h). A view over such
+// bytes carries its Fetcher: every read through the view first makes the bytes it touches present, so a
+// reader asks only for what it reads, and no read ever sees bytes that have not arrived. ensure() throws
+// (InputError, EnvironmentError) when the bytes cannot be had.
+class Fetcher {
+ public:
+  virtual ~Fetcher() = default;
+  virtual void ensure(const uint8_t* p, uint64_t len) const = 0;
+};
+
 // Checked arithmetic on sizes and offsets that come from input.
 inline bool add_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_add_overflow(a, b, out); }
 inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -28,12 +38,26 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __buil
 class ByteView {
  public:
   ByteView() = default;
-  ByteView(const uint8_t* data, uint64_t size, std::shared_ptr<const Origin> origin, uint64_t base = 0)
-      : data_(data), size_(size), origin_(std::move(origin)), base_(base) {}
+  ByteView(const uint8_t* data, uint64_t size, std::shared_ptr<const Origin> origin, uint64_t base = 0,
+           const Fetcher* fetcher = nullptr)
+      : data_(data), size_(size), origin_(std::move(origin)), base_(base), fetcher_(fetcher) {}
 
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  const uint8_t* data() const { return data_; }
+  // The view's first byte; every byte of the view is present (fetched) once this returns.
+  const uint8_t* data() const {
+    if (fetcher_) fetcher_->ensure(data_, size_);
+    return data_;
+  }
+  // The same bytes, all fetched now: reads through the copy cost nothing more (a pickle walked byte by byte).
+  ByteView fetched() const {
+    if (!fetcher_) return *this;
+    fetcher_->ensure(data_, size_);
+    return ByteView(data_, size_, origin_, base_);
+  }
+  // Where the bytes start, without fetching them (pointer arithmetic and identity only, never a read).
+  const uint8_t* address() const { return data_; }
+  const Fetcher* fetcher() const { return fetcher_; }
   // Offset of byte 0 of this view inside its member (for error messages).
   uint64_t base() const { return base_; }
   const std::shared_ptr<const Origin>& origin() const { return origin_; }
@@ -42,17 +66,18 @@ class ByteView {
   ByteView sub(uint64_t off, uint64_t len, const char* what = "range") const {
     uint64_t end;
     if (add_overflows(off, len, &end) || end > size_) fail(off, fmt_range(what, off, len));
-    return ByteView(data_ + off, len, origin_, base_ + off);
+    return ByteView(data_ + off, len, origin_, base_ + off, fetcher_);
   }
   ByteView sub_from(uint64_t off) const { return sub(off, off <= size_ ? size_ - off : 0); }
   // The same bytes seen as a new member (base offset reset): used for zip entries.
   ByteView as_member(std::string member) const {
     auto o = std::make_shared<Origin>(Origin{origin_ ? origin_->file : std::string(), std::move(member)});
-    return ByteView(data_, size_, std::move(o), 0);
+    return ByteView(data_, size_, std::move(o), 0, fetcher_);
   }
 
   uint8_t u8(uint64_t off) const {
     if (off >= size_) fail(off, "read of 1 byte past the end");
+    if (fetcher_) fetcher_->ensure(data_ + off, 1);
     return data_[off];
   }
   template <typename T>
@@ -61,6 +86,7 @@ class ByteView {
     uint64_t end;
     if (add_overflows(off, sizeof(T), &end) || end > size_)
       fail(off, "read of " + std::to_string(sizeof(T)) + " bytes past the end");
+    if (fetcher_) fetcher_->ensure(data_ + off, sizeof(T));
     T v;
     std::memcpy(&v, data_ + off, sizeof(T));  // host is little-endian (checked in CMake)
     return v;
@@ -83,10 +109,12 @@ class ByteView {
   }
   std::string_view str(uint64_t off, uint64_t len) const {
     ByteView s = sub(off, len, "string");
-    return std::string_view(reinterpret_cast<const char*>(s.data_), len);
+    return std::string_view(reinterpret_cast<const char*>(s.data()), len);
   }
   bool starts_with(std::string_view prefix) const {
-    return size_ >= prefix.size() && std::memcmp(data_, prefix.data(), prefix.size()) == 0;
+    if (size_ < prefix.size()) return false;
+    if (fetcher_) fetcher_->ensure(data_, prefix.size());
+    return std::memcmp(data_, prefix.data(), prefix.size()) == 0;
   }
 
   [[noreturn]] void fail(uint64_t off, const std::string& msg) const {
@@ -100,6 +128,7 @@ class ByteView {
   uint64_t size_ = 0;
   std::shared_ptr<const Origin> origin_;
   uint64_t base_ = 0;
+  const Fetcher* fetcher_ = nullptr;  // null: every byte is present (a mapped or in-memory file)
 };
 
 // Sequential reader over a view.

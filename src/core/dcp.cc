@@ -2,19 +2,16 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <map>
 
 #include "core/storage.h"
 #include "core/torch_pickle.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
-namespace fs = std::filesystem;
-
 bool is_dcp_dir(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / ".metadata", ec);
+  return vfs::is_dir(path) && vfs::is_file(vfs::join(path, ".metadata"));
 }
 
 namespace {
@@ -37,8 +34,8 @@ std::vector<int64_t> ints(const Value* v) {
 }  // namespace
 
 void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
-  const fs::path root(in.path);
-  auto meta = MappedFile::open((root / ".metadata").string());
+  const std::string& root = in.path;
+  auto meta = vfs::open(vfs::join(root, ".metadata"));
   ck.file = meta;
   ck.path = in.path;
   ck.format = Format::Dcp;
@@ -46,7 +43,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.content = Content::StateDict;
   ck.heap = std::make_shared<Heap>();
   // `check` scans this pickle only: the regions are torch.save zips of single tensors.
-  ck.scan_files.push_back({(root / ".metadata").string(), ".metadata"});
+  ck.scan_files.push_back({vfs::join(root, ".metadata"), ".metadata"});
   const ByteView v = meta->view().as_member(".metadata");
   Unpickled u = unpickle(v, 0, *ck.heap, limits);
   ck.pickle_protocol = u.protocol;
@@ -56,9 +53,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
 
   // Files and their sizes, for the region checks.
   std::map<std::string, uint64_t> sizes;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.is_regular_file()) sizes[e.path().filename().string()] = e.file_size();
+  for (const vfs::Entry& e : vfs::list(root))
+    if (!e.dir) sizes[e.name] = e.size;
   ck.file_size = 0;
   for (const auto& [name, size] : sizes) ck.file_size += size;
 
@@ -86,7 +82,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
         v.fail(info->offset, fmt::format("region [{}, +{}) of '{}' lies outside its {} bytes", off->i, len->i, file, it->second));
       auto [mf, fresh] = mapped.emplace(file, nullptr);
       if (fresh) {
-        auto f = MappedFile::open((root / file).string());
+        auto f = vfs::open(vfs::join(root, file));
         mf->second = f.get();
         ck.keep_alive.push_back(f);
       }

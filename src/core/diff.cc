@@ -35,8 +35,10 @@ View storage_view(const Checkpoint& ck, const Tensor& t, const StorageIndex& ind
     throw InputError((s->source ? s->source : ck.file.get())->path(), std::string(s->member), 0,
                      fmt::format("tensor '{}': {} elements at offset {} do not fit storage '{}' of {} bytes", t.name, t.numel,
                                  t.offset, s->key, s->nbytes));
-  v.bytes = index.bytes(*s).data();
   if (!StorageIndex::assembled(*s)) v.file = s->source ? s->source : ck.file.get();
+  // A remote file's bytes are fetched where they are compared (value_diff prefetches each piece), not all now.
+  const ByteView b = index.bytes(*s);
+  v.bytes = v.file && v.file->remote() ? b.address() : b.data();
   return v;
 }
 

@@ -32,7 +32,8 @@ constexpr LimitField kLimitFields[] = {
     {"pickle-depth", &Limits::pickle_depth}, {"memo-entries", &Limits::memo_entries}, {"string-bytes", &Limits::string_bytes},
     {"pickle-ops", &Limits::pickle_ops},     {"pickle-bytes", &Limits::pickle_bytes}, {"zip-entries", &Limits::zip_entries},
     {"tensors", &Limits::tensors},           {"walk-nodes", &Limits::walk_nodes},     {"inflate-bytes", &Limits::inflate_bytes},
-    {"stdin-bytes", &Limits::stdin_bytes}};
+    {"stdin-bytes", &Limits::stdin_bytes},   {"connect-seconds", &Limits::connect_seconds}, {"stall-seconds", &Limits::stall_seconds},
+    {"retries", &Limits::retries},           {"download-bytes", &Limits::download_bytes}};
 }  // namespace
 
 std::string set_limit(Limits& limits, const std::string& name, const std::string& value) {

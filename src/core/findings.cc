@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -13,6 +12,7 @@
 #include "core/reader.h"
 #include "core/sharded.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
@@ -518,16 +518,15 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
 }
 
 std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits, ScanScope scope) {
-  std::error_code ec;
-  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) {
+  if (!is_index_path(path) && !vfs::is_dir(path)) {
     if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck, scope));  // the reader's mapping and globals
-    return security_findings(*MappedFile::open(path), limits);
+    return security_findings(*vfs::open(path), limits);
   }
   std::vector<Finding> out;
   if (!ck) return out;
   // The files the reader named (shards, DCP's .metadata); the locations name the file.
   for (const ScanFile& f : ck->scan_files) {
-    for (Finding x : scan_findings(scan_pickles(*MappedFile::open(f.path), limits))) {
+    for (Finding x : scan_findings(scan_pickles(*vfs::open(f.path), limits))) {
       for (auto& w : x.where) w = f.label + ":" + w;
       for (Location& l : x.locations) l.file = f.label;
       out.push_back(std::move(x));
@@ -537,8 +536,7 @@ std::vector<Finding> security_findings(const std::string& path, const Checkpoint
 }
 
 CheckResult run_checks(const std::string& path, const Limits& limits) {
-  std::error_code ec;
-  if (!is_index_path(path) && !std::filesystem::is_directory(path, ec)) return run_checks(MappedFile::open(path), limits);
+  if (!is_index_path(path) && !vfs::is_dir(path)) return run_checks(vfs::open(path), limits);
   CheckResult r;
   try {
     const Checkpoint ck = read_checkpoint(path, limits);

@@ -1,7 +1,6 @@
 #include "core/hf_config.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
@@ -11,6 +10,7 @@
 #include "core/mapped_file.h"
 #include "core/sharded.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
@@ -18,14 +18,9 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
+bool is_file(const std::string& p) { return vfs::is_file(p); }
 
-std::string in_dir(const std::string& dir, const char* name) {
-  return dir.empty() ? std::string(name) : dir.back() == '/' ? dir + name : dir + "/" + name;
-}
+std::string in_dir(const std::string& dir, const char* name) { return vfs::join(dir, name); }
 
 // A count a config states: a JSON integer in [0, 2^40] (anything else is not taken as that fact).
 std::optional<int64_t> count_of(const nlohmann::json& o, std::initializer_list<const char*> names) {
@@ -82,7 +77,7 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   c.path = path;
   nlohmann::json j;  // a sorted map: lookups only (ordered_json inserts with a linear search)
   try {
-    auto file = MappedFile::open(path);
+    auto file = vfs::open(path);
     const ByteView v = file->view();
     if (v.size() > limits.string_bytes) {
       c.error = fmt::format("{}: {} bytes, more than the string-bytes limit of {}", path, v.size(), limits.string_bytes);

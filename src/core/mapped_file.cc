@@ -56,13 +56,27 @@ std::shared_ptr<MappedFile> MappedFile::from_memory(std::string bytes, const std
   return f;
 }
 
+std::shared_ptr<MappedFile> MappedFile::from_source(std::shared_ptr<FileSource> source, const std::string& display_name) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = display_name;
+  f->data_ = source->base();
+  f->size_ = source->size();
+  f->source_ = std::move(source);
+  f->origin_ = std::make_shared<Origin>(Origin{display_name, ""});
+  return f;
+}
+
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0); }
+ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0, source_.get()); }
 
 void MappedFile::release(const uint8_t* ptr, uint64_t len) const {
+  if (source_) {
+    if (len && ptr >= data_ && ptr + len <= data_ + size_) source_->release(static_cast<uint64_t>(ptr - data_), len);
+    return;
+  }
   if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(ptr) + page - 1) & ~(page - 1);
@@ -71,6 +85,10 @@ void MappedFile::release(const uint8_t* ptr, uint64_t len) const {
 }
 
 void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
+  if (source_) {
+    if (len && ptr >= data_ && ptr + len <= data_ + size_) source_->ensure(ptr, len);
+    return;
+  }
   if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr) & ~(page - 1);
@@ -86,6 +104,7 @@ void MappedFile::advise_random() const {
 }
 
 bool MappedFile::resident(const uint8_t* ptr, uint64_t len) const {
+  if (source_) return len == 0 || ptr < data_ || ptr + len > data_ + size_ || source_->present(static_cast<uint64_t>(ptr - data_), len);
   if (!mapped_ || len == 0 || ptr < data_ || ptr + len > data_ + size_) return true;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr) & ~(page - 1);

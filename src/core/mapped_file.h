@@ -10,6 +10,20 @@
 
 namespace ckpt {
 
+// A file whose bytes arrive on demand (a remote file, src/remote): a buffer as large as the file, filled
+// as ranges are asked for. ensure() (bytes.h's Fetcher) fills and keeps; read_at() copies a range
+// straight to the caller, keeping nothing (a load streaming every byte once).
+class FileSource : public Fetcher {
+ public:
+  virtual const uint8_t* base() const = 0;
+  virtual uint64_t size() const = 0;
+  virtual void read_at(uint8_t* dst, uint64_t len, uint64_t off) const = 0;
+  // Forgets the whole blocks inside [off, off+len) (their memory goes; read again if asked again).
+  virtual void release(uint64_t off, uint64_t len) const = 0;
+  // Whether every byte of [off, off+len) is held.
+  virtual bool present(uint64_t off, uint64_t len) const = 0;
+};
+
 class MappedFile {
  public:
   // Throws InputError (no offset) when the file cannot be opened or mapped.
@@ -19,6 +33,8 @@ class MappedFile {
   static std::shared_ptr<MappedFile> open_fd(int fd, const std::string& display_name);
   // Wraps bytes already in memory (tests, fuzzers); `display_name` is used in errors.
   static std::shared_ptr<MappedFile> from_memory(std::string bytes, const std::string& display_name);
+  // A file served by `source` (a URL: `display_name` is what errors call it).
+  static std::shared_ptr<MappedFile> from_source(std::shared_ptr<FileSource> source, const std::string& display_name);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -40,6 +56,10 @@ class MappedFile {
   void advise_random() const;
   // Whether the file is mapped (false for memory files, which have no file behind them).
   bool mapped() const { return mapped_; }
+  // Whether the bytes come from a FileSource (a remote file): read_at() then streams them.
+  bool remote() const { return source_ != nullptr; }
+  // Copies [off, off+len) into `dst` (remote files only; throws as the source does).
+  void read_at(uint8_t* dst, uint64_t len, uint64_t off) const { source_->read_at(dst, len, off); }
   // Whether every page of [ptr, ptr+len) is in the page cache (mincore; nothing is faulted in).
   // True for memory files.
   bool resident(const uint8_t* ptr, uint64_t len) const;
@@ -58,6 +78,7 @@ class MappedFile {
   uint64_t dev_ = 0, ino_ = 0;
   std::string owned_;
   std::shared_ptr<const Origin> origin_;
+  std::shared_ptr<FileSource> source_;
 };
 
 }  // namespace ckpt

@@ -293,7 +293,7 @@ Checkpoint read_blob(Checkpoint& ck, const ZipReader& zip, const ZipEntry& e, co
   part.heap = std::make_shared<Heap>();
   ck.keep_alive.push_back(part.heap);
   Unpickled u = unpickle(pkl, 0, *part.heap, lim);
-  const uint64_t base = static_cast<uint64_t>(blob.data() - zip.file().data());
+  const uint64_t base = static_cast<uint64_t>(blob.address() - zip.file().address());
   const std::string dir = pre + "data/";
   TorchInterpreter interp(part, pkl, lim, [&inner, dir, pkl, base](Storage& s, const Value* at) {
     const ZipEntry* se = inner.find(dir + s.key);

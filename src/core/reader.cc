@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,6 +21,7 @@
 #include "core/tar.h"
 #include "core/torch_pickle.h"
 #include "core/torchscript.h"
+#include "core/vfs.h"
 #include "core/zip.h"
 
 namespace ckpt {
@@ -281,11 +281,11 @@ void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
                      "is a directory with no *.index.json (sharded checkpoint) and no config.json with model.safetensors or "
                      "pytorch_model.bin (Hugging Face model folder) in it");
   ck = read_input(Input{weights, nullptr}, lim);
-  ck.scan_files.push_back({weights, std::filesystem::path(weights).filename().string()});
+  ck.scan_files.push_back({weights, vfs::filename(weights)});
 }
 
 // Any other path: its bytes decide, through the rest of the table.
-void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_input(Input{in.path, MappedFile::open(in.path)}, lim); }
+void read_file(Checkpoint& ck, const Input& in, const Limits& lim) { ck = read_input(Input{in.path, vfs::open(in.path)}, lim); }
 
 [[noreturn]] void read_empty(Checkpoint&, const Input& in, const Limits&) { throw InputError(in.path, "file is empty"); }
 
@@ -484,7 +484,7 @@ void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
     sv.sub(a.end + 8, nbytes, "storage data");
     s.root_numel = static_cast<uint64_t>(numel);
     s.byte_len = nbytes;
-    s.file_offset = (sv.data() - file.data()) + a.end + 8;
+    s.file_offset = (sv.address() - file.address()) + a.end + 8;
     storages[s.root] = s;
     pos = a.end + 8 + nbytes;
   }
@@ -583,12 +583,7 @@ struct Reader {
 constexpr Reader kReaders[] = {
     {"sharded index", [](const Input& in) { return !in.file && is_index_path(in.path); }, read_sharded},
     {"dcp", [](const Input& in) { return !in.file && is_dcp_dir(in.path); }, read_dcp},
-    {"sharded directory",
-     [](const Input& in) {
-       std::error_code ec;
-       return !in.file && std::filesystem::is_directory(in.path, ec);
-     },
-     read_sharded_dir},
+    {"sharded directory", [](const Input& in) { return !in.file && vfs::is_dir(in.path); }, read_sharded_dir},
     {"file", [](const Input& in) { return !in.file; }, read_file},
     {"empty", [](const Input& in) { return in.file->size() == 0; }, read_empty},
     {"torch.save zip", [](const Input& in) { return looks_like_zip(in.file->view()); }, read_torch_zip},
@@ -678,15 +673,13 @@ namespace {
 // safetensors file or a pytorch_model*.bin (a config beside other files is not theirs).
 void attach_hf_config(Checkpoint& ck, const std::string& path, const Limits& limits) {
   if (path == "-") return;
-  std::error_code ec;
-  const std::filesystem::path p(path);
-  if (std::filesystem::is_directory(p, ec)) {
+  if (vfs::is_dir(path)) {
     ck.hf = read_hf_config(path, limits);
     return;
   }
-  if (ck.format != Format::Sharded && ck.format != Format::Safetensors && p.filename().string().rfind("pytorch_model", 0) != 0)
+  if (ck.format != Format::Sharded && ck.format != Format::Safetensors && vfs::filename(path).rfind("pytorch_model", 0) != 0)
     return;
-  const std::string dir = p.parent_path().string();
+  const std::string dir = vfs::parent(path);
   ck.hf = read_hf_config(dir.empty() ? "." : dir, limits);
 }
 

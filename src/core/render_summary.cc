@@ -87,6 +87,9 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
     out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<10}{}\n", std::string(key) + ":", value);
   };
   line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
+  if (const auto& f = s.fetched)
+    line("Fetched", fmt::format("{} request{}, {} ({} file{})", f->requests, f->requests == 1 ? "" : "s", human_bytes(f->bytes),
+                                f->files, f->files == 1 ? "" : "s"));
   std::string fmtline = format_title(ck);
   std::vector<std::string> bits;
   if (!ck.prefix.empty()) bits.push_back("prefix " + ck.prefix + "/");
@@ -458,6 +461,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["schema"] = kSummarySchema;
   j["file"] = ck.path;
   j["file_size"] = ck.file_size;
+  if (const auto& f = s.fetched) j["remote"] = J{{"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};
   j["format"] = to_string(ck.format);
   j["container"] = container_text(ck);
   j["prefix"] = ck.prefix;

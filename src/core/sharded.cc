@@ -3,33 +3,33 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <set>
 
 #include "core/reader.h"
+#include "core/vfs.h"
 
 namespace ckpt {
-
-namespace fs = std::filesystem;
 
 bool is_index_path(const std::string& path) { return path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0; }
 
 std::string find_index(const std::string& dir) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file() && is_index_path(e.path().filename().string())) found.push_back(e.path().string());
-  std::sort(found.begin(), found.end());
+  std::vector<std::string> found;  // names, sorted
+  try {
+    for (const vfs::Entry& e : vfs::list(dir))
+      if (!e.dir && is_index_path(e.name)) found.push_back(e.name);
+  } catch (const InputError&) {
+    return "";  // not a directory that can be listed: no index in it
+  }
   // Prefer safetensors when a directory carries both (as transformers does).
   for (const auto& f : found)
-    if (fs::path(f).filename().string().find("safetensors") != std::string::npos) return f;
-  return found.empty() ? std::string() : found.front();
+    if (f.find("safetensors") != std::string::npos) return vfs::join(dir, f);
+  return found.empty() ? std::string() : vfs::join(dir, found.front());
 }
 
 void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   const std::string& index_path = in.path;
-  auto file = MappedFile::open(index_path);
+  auto file = vfs::open(index_path);
   const ByteView v = file->view();
   if (v.size() > limits.string_bytes)
     v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
@@ -62,20 +62,22 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   std::sort(shards.begin(), shards.end());
   if (j.contains("metadata")) ck.sharded.index_metadata = nlohmann::ordered_json::parse(j["metadata"].dump());
 
-  const fs::path dir = fs::path(index_path).parent_path();
+  const std::string dir = vfs::parent(index_path);
   std::set<std::string> held;
   for (const std::string& shard : shards) {
-    const fs::path p = dir / shard;
-    if (!fs::is_regular_file(p)) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
-    Checkpoint part = read_weights(p.string(), limits);
+    const std::string p = vfs::join(dir, shard);
+    // A URL that cannot be listed (https://) is not looked for: reading it says whether it is there.
+    const vfs::Kind k = vfs::kind(p);
+    if (k != vfs::Kind::File && k != vfs::Kind::Unknown) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
+    Checkpoint part = read_weights(p, limits);
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {
       auto it = where.find(t.name);
       if (it == where.end())
-        throw InputError(p.string(), fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
+        throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
       if (it->second != shard)
-        throw InputError(p.string(), fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
+        throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
                                                  it->second));
       held.insert(t.name);
       bytes += t.bytes;
@@ -89,7 +91,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       ck.storages.push_back(std::move(s));
     }
     for (const FrozenConstants& f : part.frozen) ck.frozen.push_back(f);
-    ck.scan_files.push_back({p.string(), shard});
+    ck.scan_files.push_back({p, shard});
     for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
     ck.sharded.shards.push_back(ShardInfo{shard, part.format, part.tensors.size(), bytes});
     ck.keep_alive.push_back(part.file);

@@ -29,6 +29,7 @@ const char* to_string(ReadPath p) {
     case ReadPath::Buffered: return "buffered";
     case ReadPath::InPlace: return "in-place";
     case ReadPath::Memory: return "memory";
+    case ReadPath::Remote: return "network";
   }
   return "?";
 }
@@ -133,11 +134,13 @@ StreamLoad::StreamLoad(const Checkpoint& ck, const StorageIndex& index, const st
       p.tensors_of.emplace_back();
       const ByteView b = index.bytes(*s);
       Source src;
-      src.data = b.data();
       src.member = std::string(s->member);
-      if (!StorageIndex::assembled(*s) && file && file->mapped()) {
+      if (!StorageIndex::assembled(*s) && file && (file->mapped() || file->remote())) {
         src.file = file;
-        src.offset = static_cast<uint64_t>(b.data() - file->view().data());
+        src.data = b.address();  // a remote file's bytes are streamed by read_at, never fetched into its cache
+        src.offset = static_cast<uint64_t>(b.address() - file->view().address());
+      } else {
+        src.data = b.data();
       }
       p.sources.push_back(std::move(src));
       total_ += s->nbytes;
@@ -265,7 +268,7 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     // Every file opened once, before any thread starts.
     std::map<const MappedFile*, std::unique_ptr<OpenFile>> files;
     for (const ChunkPlan& c : p.chunks) {
-      if (!c.file || files.count(c.file)) continue;
+      if (!c.file || c.file->remote() || files.count(c.file)) continue;
       auto of = std::make_unique<OpenFile>();
       of->fd = c.file->reopen(false);
       if (of->fd < 0) throw_errno(c.file->path(), "", 0, "cannot open again for reading");
@@ -316,6 +319,13 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
         staged();
         std::memcpy(buf, c.data, c.len);
         by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
+        return buf;
+      }
+      if (c.file->remote()) {  // HTTP range requests straight into the slot, one per chunk, each thread its own
+        staged();
+        c.file->read_at(buf, c.len, c.offset);
+        file_bytes += c.len;
+        by_path[static_cast<size_t>(ReadPath::Remote)] += c.payload;
         return buf;
       }
       OpenFile& of = *files.at(c.file);

@@ -41,9 +41,10 @@ enum class ReadPath : uint8_t {
   Direct,  // O_DIRECT pread, aligned, bypassing the page cache (the chunk was not resident)
   Buffered,  // pread, not resident, O_DIRECT refused by the filesystem (or turned off)
   InPlace,  // the mapped file pages handed to the sink (pinned in place), no staging copy
-  Memory  // bytes already in memory (DCP tensors assembled from their chunks, in-memory files)
+  Memory,  // bytes already in memory (DCP tensors assembled from their chunks, in-memory files)
+  Remote  // HTTP range requests (a remote file: https://, hf://, s3://)
 };
-inline constexpr size_t kReadPaths = 5;
+inline constexpr size_t kReadPaths = 6;
 const char* to_string(ReadPath p);
 
 struct StreamOptions {

@@ -114,6 +114,11 @@ struct Summary {
   std::optional<ModelReport> model;
   std::optional<ForwardReport> forward;
   std::optional<MemoryReport> memory;  // summary --memory
+  // A remote input (https://, hf://, s3://): what reading it cost, listings included.
+  struct Fetched {
+    uint64_t requests = 0, bytes = 0, files = 0;
+  };
+  std::optional<Fetched> fetched;
 };
 
 Summary summarize(const Checkpoint& ck);

@@ -318,6 +318,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     uint64_t bytes;
     if (pl.packed) {  // same dtype (a packed dtype is never numeric): the stored bytes
       const uint64_t na = dtype_bytes(*p.a->dtype, p.a->numel), nb = dtype_bytes(*p.b->dtype, p.b->numel);
+      if (p.a_file && p.a_file->remote()) p.a_file->prefetch(p.a_bytes + p.a->offset * pl.ia, na);
+      if (p.b_file && p.b_file->remote()) p.b_file->prefetch(p.b_bytes + p.b->offset * pl.ib, nb);
       acc.differ = acc.outside = na != nb ||
                                  std::memcmp(p.a_bytes + p.a->offset * pl.ia, p.b_bytes + p.b->offset * pl.ib, na) != 0;
       bytes = na + nb;
@@ -333,8 +335,9 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
       // Rows of one strided view may share pages with the next item's, so only a view compared in one
       // piece, or contiguous rows, are mapped in at once and released once compared (back to the page cache).
       const bool own_pages = items_of[it.plan] == 1 || pl.shape.size() == 1;
-      if (own_pages && p.a_file) p.a_file->prefetch(sa, len_a);
-      if (own_pages && p.b_file) p.b_file->prefetch(sb, len_b);
+      // A remote file's bytes are fetched here whatever the view (they are nowhere else to be had).
+      if (p.a_file && (own_pages || p.a_file->remote())) p.a_file->prefetch(sa, len_a);
+      if (p.b_file && (own_pages || p.b_file->remote())) p.b_file->prefetch(sb, len_b);
       for_each_strided_run<2>(
           shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, [&](const std::array<int64_t, 2>& at, int64_t n) {
             const uint8_t *qa = p.a_bytes + at[0] * pl.ia, *qb = p.b_bytes + at[1] * pl.ib;

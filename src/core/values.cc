@@ -118,11 +118,11 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
       checked_extent(ck, t, *s);
       const ByteView b = index.bytes(*s);
       const MappedFile& file = s->source ? *s->source : *ck.file;
-      file.prefetch(b.data(), b.size());
+      file.prefetch(b.address(), b.size());
       TensorCheck& c = out[order[i]];
       c.stats = tensor_nonfinite(t, b.data());
       if (crc) c.crc32 = tensor_crc32(t, b.data());
-      if (!StorageIndex::assembled(*s)) file.release(b.data(), b.size());  // checked: back to the page cache
+      if (!StorageIndex::assembled(*s)) file.release(b.address(), b.size());  // checked: back to the page cache
       done += t.bytes;
       if (j == 0 && progress) progress(done, total);
     }

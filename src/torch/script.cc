@@ -121,7 +121,7 @@ torch::jit::Module load_structure(const Checkpoint& ck) {
     const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage);
     if (!s || !s->present || s->source || !seen.insert(s).second) continue;
     const ByteView b = index.bytes(*s);
-    const uint64_t off = static_cast<uint64_t>(b.data() - ck.file->view().data());
+    const uint64_t off = static_cast<uint64_t>(b.address() - ck.file->view().address());
     zero.emplace_back(off, off + b.size());
   }
   auto rai = std::make_shared<ZeroedRangesAdapter>(ck.file, std::move(zero));

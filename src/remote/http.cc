@@ -1,0 +1,432 @@
+#include "remote/http.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+
+namespace ckpt::remote {
+
+namespace {
+
+Settings g_settings;
+CURLSH* g_share = nullptr;
+std::mutex g_share_locks[CURL_LOCK_DATA_LAST];
+
+void share_lock(CURL*, curl_lock_data d, curl_lock_access, void*) { g_share_locks[d].lock(); }
+void share_unlock(CURL*, curl_lock_data d, void*) { g_share_locks[d].unlock(); }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+bool parse_u64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// One transfer's state, filled by the callbacks.
+struct Transfer {
+  const Request* req = nullptr;
+  long status = 0;
+  std::string etag, link, content_range, retry_after;
+  uint64_t content_length = UINT64_MAX;
+  uint64_t written = 0;  // body bytes taken
+  std::string body;  // 200 body, or the first 4 KiB of an error body
+  std::string refused;  // why the write callback stopped the transfer
+  bool checked = false;  // the status / range of the final response was checked at its first body byte
+  uint64_t range_first = 0, range_last = 0, range_total = UINT64_MAX;
+  bool has_range = false;
+};
+
+size_t on_header(char* p, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t len = size * n;
+  std::string_view line(p, len);
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100): start over
+    const Request* r = t->req;
+    *t = Transfer{};
+    t->req = r;
+    const size_t sp = line.find(' ');
+    if (sp != std::string_view::npos) t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    return len;
+  }
+  const size_t colon = line.find(':');
+  if (colon == std::string_view::npos) return len;
+  const std::string name = lower(std::string(line.substr(0, colon)));
+  const std::string value = trim(line.substr(colon + 1));
+  if (name == "etag") t->etag = value;
+  else if (name == "link") t->link = value;
+  else if (name == "content-range") t->content_range = value;
+  else if (name == "retry-after") t->retry_after = value;
+  else if (name == "content-length") {
+    uint64_t v;
+    if (parse_u64(value, &v)) t->content_length = v;
+  }
+  return len;
+}
+
+// "bytes A-B/T" or "bytes */T".
+void parse_content_range(Transfer& t) {
+  std::string_view s = t.content_range;
+  if (s.rfind("bytes ", 0) != 0) return;
+  s.remove_prefix(6);
+  const size_t slash = s.find('/');
+  if (slash == std::string_view::npos) return;
+  uint64_t total;
+  if (parse_u64(s.substr(slash + 1), &total)) t.range_total = total;
+  const std::string_view span = s.substr(0, slash);
+  const size_t dash = span.find('-');
+  if (dash == std::string_view::npos) return;
+  if (parse_u64(span.substr(0, dash), &t.range_first) && parse_u64(span.substr(dash + 1), &t.range_last)) t.has_range = true;
+}
+
+// The range sent is the one asked for, or its part before the file's end (a range may run past the end:
+// the server then sends what there is).
+bool range_as_asked(const Transfer& t, const Request& r) {
+  if (!t.has_range || t.range_first != r.first || t.range_last < t.range_first || t.range_last > r.last) return false;
+  return t.range_last == r.last || (t.range_total != UINT64_MAX && t.range_last + 1 == t.range_total);
+}
+
+size_t on_body(char* p, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const Request& r = *t->req;
+  const size_t len = size * n;
+  if (!t->checked) {
+    t->checked = true;
+    parse_content_range(*t);
+    if (t->status == 206 && r.ranged) {
+      if (!range_as_asked(*t, r)) {
+        t->refused = fmt::format("asked for bytes {}-{}, the server sent '{}'", r.first, r.last, t->content_range);
+        return 0;
+      }
+    } else if (t->status == 200 && r.ranged && !r.if_range.empty()) {
+      t->refused = "changed";  // If-Range no longer matched: the whole new file follows
+      return 0;
+    } else if (t->status == 200) {
+      if (t->content_length != UINT64_MAX && t->content_length > r.max_body) {
+        t->refused = "too large";
+        return 0;
+      }
+    }
+  }
+  if (t->status == 206 && r.ranged) {
+    const uint64_t want = t->range_last - r.first + 1;
+    if (t->written + len > want) {
+      t->refused = fmt::format("the server sent more than the {} bytes of range {}-{}", want, r.first, t->range_last);
+      return 0;
+    }
+    std::memcpy(r.dst + t->written, p, len);
+  } else if (t->status >= 200 && t->status < 300) {
+    if (t->written + len > r.max_body) {
+      t->refused = "too large";
+      return 0;
+    }
+    t->body.append(p, len);
+  } else if (t->body.size() < 4096) {
+    t->body.append(p, std::min<size_t>(len, 4096 - t->body.size()));
+  }
+  t->written += len;
+  if (r.stats) r.stats->bytes += len;
+  return len;
+}
+
+// The first line of an error body worth quoting: S3's <Code>/<Message>, the Hub's {"error": ...}.
+std::string server_says(const std::string& body) {
+  auto tag = [&](const char* name) -> std::string {
+    const std::string open = fmt::format("<{}>", name), close = fmt::format("</{}>", name);
+    const size_t a = body.find(open);
+    if (a == std::string::npos) return "";
+    const size_t b = body.find(close, a);
+    return b == std::string::npos ? "" : body.substr(a + open.size(), std::min<size_t>(b - a - open.size(), 200));
+  };
+  std::string s;
+  if (const std::string code = tag("Code"); !code.empty()) {
+    s = code;
+    if (const std::string msg = tag("Message"); !msg.empty()) s += ": " + msg;
+  } else if (const size_t e = body.find("\"error\""); e != std::string::npos) {
+    const size_t q1 = body.find('"', body.find(':', e) + 1);
+    const size_t q2 = q1 == std::string::npos ? q1 : body.find('"', q1 + 1);
+    if (q2 != std::string::npos) s = body.substr(q1 + 1, std::min<size_t>(q2 - q1 - 1, 200));
+  }
+  std::string out;
+  for (char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+  return out;
+}
+
+const char* reason(long status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 410: return "Gone";
+    case 416: return "Range Not Satisfiable";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "";
+  }
+}
+
+std::string status_text(long status, const std::string& body) {
+  std::string s = fmt::format("HTTP {}", status);
+  if (*reason(status)) s += std::string(" ") + reason(status);
+  if (const std::string says = server_says(body); !says.empty()) s += " (" + says + ")";
+  return s;
+}
+
+bool retryable_status(long s) { return s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }
+
+bool retryable_curl(CURLcode c) {
+  return c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR || c == CURLE_GOT_NOTHING || c == CURLE_PARTIAL_FILE ||
+         c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM;
+}
+
+CURL* thread_handle() {
+  struct Handle {
+    CURL* h = curl_easy_init();
+    ~Handle() {
+      if (h) curl_easy_cleanup(h);
+    }
+  };
+  thread_local Handle handle;
+  return handle.h;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+void configure(const Settings& s) { g_settings = s; }
+const Settings& settings() { return g_settings; }
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    g_share = curl_share_init();
+    if (!g_share) return;
+    curl_share_setopt(g_share, CURLSHOPT_LOCKFUNC, share_lock);
+    curl_share_setopt(g_share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+    curl_share_setopt(g_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(g_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    curl_share_setopt(g_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+  });
+}
+
+Response get(const Request& r) {
+  init();
+  const Settings& st = g_settings;
+  for (uint64_t attempt = 0;; ++attempt) {
+    CURL* h = thread_handle();
+    if (!h) throw EnvironmentError(fmt::format("{}: cannot start an HTTP transfer (libcurl)", r.display));
+    curl_easy_reset(h);
+    Transfer t;
+    t.req = &r;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    curl_slist* headers = nullptr;
+    auto add = [&](const std::string& hline) { headers = curl_slist_append(headers, hline.c_str()); };
+    curl_easy_setopt(h, CURLOPT_URL, r.url.c_str());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, static_cast<long>(st.connect_seconds));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(st.stall_seconds));
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "ckpt/0.1 (libcurl)");
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // ranges of the stored bytes, never re-encoded
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (std::string ca = env("CURL_CA_BUNDLE"); !ca.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
+    else if (std::string ca2 = env("SSL_CERT_FILE"); !ca2.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, ca2.c_str());
+    if (std::string dir = env("SSL_CERT_DIR"); !dir.empty()) curl_easy_setopt(h, CURLOPT_CAPATH, dir.c_str());
+    if (g_share) curl_easy_setopt(h, CURLOPT_SHARE, g_share);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+    std::string range;
+    if (r.ranged) {
+      range = fmt::format("{}-{}", r.first, r.last);
+      curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
+      if (!r.if_range.empty()) add("If-Range: " + r.if_range);
+    }
+    if (r.auth) {
+      if (!r.auth->bearer.empty()) add("Authorization: Bearer " + r.auth->bearer);
+      if (!r.auth->sigv4.empty()) {
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, r.auth->sigv4.c_str());
+        curl_easy_setopt(h, CURLOPT_USERPWD, r.auth->userpwd.c_str());
+        // The hash of the empty payload of a GET, which S3 wants stated (and signed).
+        add("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        if (!r.auth->session_token.empty()) add("x-amz-security-token: " + r.auth->session_token);
+      }
+    }
+    if (headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    const CURLcode rc = curl_easy_perform(h);
+    long redirects = 0;
+    curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &redirects);
+    char* eff = nullptr;
+    curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
+    curl_slist_free_all(headers);
+    if (r.stats) r.stats->requests += 1 + static_cast<uint64_t>(std::max(0L, redirects));
+
+    auto backoff = [&](uint64_t retry_after) {
+      double s = std::min(8.0, 0.25 * static_cast<double>(1ull << std::min<uint64_t>(attempt, 5)));
+      if (retry_after != UINT64_MAX) s = static_cast<double>(std::min<uint64_t>(retry_after, 30));
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(s * 1000)));
+    };
+    const bool can_retry = attempt < st.retries;
+
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && !t.refused.empty())) {
+      const std::string what = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+      if (retryable_curl(rc) && can_retry) {
+        backoff(UINT64_MAX);
+        continue;
+      }
+      if (rc == CURLE_OPERATION_TIMEDOUT)
+        throw EnvironmentError(fmt::format("{}: the transfer stalled: {} (raise --limit stall-seconds={} or connect-seconds={})",
+                                           r.display, what, st.stall_seconds, st.connect_seconds));
+      if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM)
+        throw EnvironmentError(fmt::format("{}: TLS certificate not verified: {} (CA bundle: SSL_CERT_FILE or CURL_CA_BUNDLE)",
+                                           r.display, what));
+      if (rc == CURLE_TOO_MANY_REDIRECTS) throw InputError(r.display, fmt::format("too many redirects: {}", what));
+      if (retryable_curl(rc))
+        throw EnvironmentError(fmt::format("{}: {} (after {} retries)", r.display, what, attempt));
+      throw EnvironmentError(fmt::format("{}: {}", r.display, what));
+    }
+    if (!t.refused.empty()) {
+      if (t.refused == "changed")
+        throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again",
+                                                r.if_range, t.etag.empty() ? "none" : t.etag));
+      if (t.refused == "too large") {
+        if (r.ranged)
+          throw InputError(r.display, fmt::format("the server ignores Range requests and sends the whole file ({}); "
+                                                  "allow a whole download of that size with --limit download-bytes=N",
+                                                  t.content_length == UINT64_MAX ? std::string("of unknown size")
+                                                                                 : fmt::format("{} bytes", t.content_length)));
+        throw InputError(r.display, fmt::format("the response is larger than {} bytes", r.max_body));
+      }
+      throw InputError(r.display, t.refused);
+    }
+    const long status = t.status;
+    if (status == 206 || (status >= 200 && status < 300) || (status == 416 && r.accept_416)) {
+      if (!t.checked) parse_content_range(t);  // an empty body never reached the write callback
+      if (status == 206 && r.ranged) {
+        if (!range_as_asked(t, r))
+          throw InputError(r.display, fmt::format("asked for bytes {}-{}, the server sent '{}'", r.first, r.last, t.content_range));
+        if (t.written != t.range_last - r.first + 1) {
+          if (can_retry) {
+            backoff(UINT64_MAX);
+            continue;
+          }
+          throw EnvironmentError(fmt::format("{}: the response was cut short ({} of {} bytes, after {} retries)", r.display,
+                                             t.written, t.range_last - r.first + 1, attempt));
+        }
+      }
+      if (status == 200 && r.ranged && !r.if_range.empty())
+        throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again",
+                                                r.if_range, t.etag.empty() ? "none" : t.etag));
+      Response out;
+      out.status = status;
+      out.etag = t.etag;
+      out.link = t.link;
+      out.effective_url = eff ? eff : r.url;
+      out.range_ignored = status == 200 && r.ranged;
+      out.total = status == 206 || status == 416 ? t.range_total : t.written;
+      out.body = std::move(t.body);
+      return out;
+    }
+    if (retryable_status(status) && can_retry) {
+      uint64_t after = UINT64_MAX;
+      if (!parse_u64(t.retry_after, &after)) after = UINT64_MAX;
+      backoff(after);
+      continue;
+    }
+    const std::string text = status_text(status, t.body);
+    if (status == 401 || status == 403)
+      throw EnvironmentError(fmt::format("{}: {}{}", r.display, text, r.auth && !r.auth->hint.empty() ? "; " + r.auth->hint : ""));
+    if (retryable_status(status)) throw EnvironmentError(fmt::format("{}: {} (after {} retries)", r.display, text, attempt));
+    throw InputError(r.display, text);
+  }
+}
+
+std::string display_url(const std::string& url) {
+  std::string u = url;
+  const size_t scheme = u.find("://");
+  if (scheme != std::string::npos) {
+    const size_t host = scheme + 3;
+    const size_t end = u.find_first_of("/?#", host);
+    const size_t at = u.rfind('@', end == std::string::npos ? u.size() : end);
+    if (at != std::string::npos && at >= host) u.erase(host, at + 1 - host);
+  }
+  const size_t q = u.find('?');
+  if (q == std::string::npos) return u;
+  std::string out = u.substr(0, q + 1);
+  const size_t hash = u.find('#', q);
+  const std::string query = u.substr(q + 1, hash == std::string::npos ? std::string::npos : hash - q - 1);
+  size_t pos = 0;
+  bool first = true;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string kv = query.substr(pos, amp - pos);
+    const size_t eq = kv.find('=');
+    const std::string key = lower(kv.substr(0, eq));
+    bool secret = false;
+    for (const char* s : {"sig", "token", "cred", "key", "auth", "pass", "secret", "policy"})
+      if (key.find(s) != std::string::npos) secret = true;
+    out += first ? "" : "&";
+    out += secret && eq != std::string::npos ? kv.substr(0, eq) + "=REDACTED" : kv;
+    first = false;
+    pos = amp + 1;
+  }
+  return out;
+}
+
+std::string url_encode(const std::string& s, bool keep_slash) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) out += static_cast<char>(c);
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+std::string origin_of(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return "";
+  const size_t end = url.find_first_of("/?#", scheme + 3);
+  return lower(url.substr(0, end));
+}
+
+}  // namespace ckpt::remote

@@ -1,0 +1,226 @@
+#include "remote/remote_file.h"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "core/error.h"
+
+namespace ckpt::remote {
+
+std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
+  std::shared_ptr<RemoteFile> f(new RemoteFile());
+  f->stats_ = vfs::current_transfer();
+  f->stats_->files += 1;
+  f->url_ = spec.url;
+  f->auth_ = spec.auth;
+  f->spec_ = std::move(spec);
+  if (f->spec_.size != UINT64_MAX) {
+    f->allocate(f->spec_.size);
+    return f;
+  }
+  // The first range: its response says the size (Content-Range) and the ETag.
+  std::string first(kFirstRange, '\0');
+  Request r = f->request(0, kFirstRange - 1, reinterpret_cast<uint8_t*>(first.data()));
+  r.if_range.clear();
+  r.accept_416 = true;  // an empty file has no byte 0
+  // A server that ignores Range sends the whole file: taken when it is no larger than the first range
+  // would have been, or than --limit download-bytes allows.
+  r.max_body = std::max(kFirstRange, settings().download_bytes);
+  Response resp = get(r);
+  if (resp.total == UINT64_MAX)
+    throw InputError(f->spec_.display, "the server does not say the file's size (Content-Range without it)");
+  f->etag_ = resp.etag;
+  f->note_redirect(resp.effective_url);
+  f->allocate(resp.total);
+  if (resp.range_ignored || resp.status == 200) {
+    std::memcpy(f->buf_, resp.body.data(), std::min<uint64_t>(resp.body.size(), f->size_));
+    if (f->blocks_) f->mark(0, f->blocks_ - 1);
+  } else if (resp.status == 206) {
+    const uint64_t got = std::min(kFirstRange, f->size_);
+    std::memcpy(f->buf_, first.data(), got);
+    const uint64_t whole = got == f->size_ ? f->blocks_ : got / kBlock;  // the last block may be short
+    if (whole) f->mark(0, whole - 1);
+  }
+  return f;
+}
+
+RemoteFile::~RemoteFile() {
+  if (buf_) ::munmap(buf_, map_bytes_);
+}
+
+void RemoteFile::allocate(uint64_t size) {
+  size_ = size;
+  blocks_ = (size + kBlock - 1) / kBlock;
+  map_bytes_ = std::max<uint64_t>(blocks_ * kBlock, kBlock);
+  void* p = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw EnvironmentError(fmt::format("{}: cannot reserve {} bytes of address space: {}", spec_.display, size, std::strerror(errno)));
+  buf_ = static_cast<uint8_t*>(p);
+  bits_.reset(new std::atomic<uint64_t>[(blocks_ + 63) / 64 + 1]);
+  for (uint64_t i = 0; i < (blocks_ + 63) / 64 + 1; ++i) bits_[i].store(0, std::memory_order_relaxed);
+}
+
+void RemoteFile::note_redirect(const std::string& effective) const {
+  std::lock_guard<std::mutex> lock(url_mu_);
+  if (effective.empty() || effective == url_) return;
+  // Later ranges go straight to where the redirect led (the Hub's CDN: its URL is signed), without the
+  // credentials when that is another host.
+  if (origin_of(effective) != origin_of(url_)) auth_.reset();
+  url_ = effective;
+}
+
+Request RemoteFile::request(uint64_t first, uint64_t last, uint8_t* dst) const {
+  Request r;
+  {
+    std::lock_guard<std::mutex> lock(url_mu_);
+    r.url = url_;
+    r.auth = auth_.get();
+    // If-Range needs a strong validator: a weak one never matches, and every range would come back whole.
+    if (!etag_.empty() && etag_.rfind("W/", 0) != 0) r.if_range = etag_;
+  }
+  r.display = spec_.display;
+  r.ranged = true;
+  r.first = first;
+  r.last = last;
+  r.dst = dst;
+  r.stats = stats_.get();
+  return r;
+}
+
+void RemoteFile::fetch(uint64_t first, uint64_t last, uint8_t* dst) const {
+  std::shared_ptr<const Auth> keep;
+  {
+    std::lock_guard<std::mutex> lock(url_mu_);
+    keep = auth_;  // alive while the request uses it
+  }
+  Request r = request(first, last, dst);
+  if (!keep) r.auth = nullptr;
+  const Response resp = get(r);
+  if (resp.total != UINT64_MAX && resp.total != size_)
+    throw InputError(spec_.display, fmt::format("changed on the server while being read (it had {} bytes, now {}): read it again",
+                                                size_, resp.total));
+  {
+    std::lock_guard<std::mutex> lock(url_mu_);
+    if (etag_.empty()) etag_ = resp.etag;
+    else if (!resp.etag.empty() && resp.etag != etag_)
+      throw InputError(spec_.display,
+                       fmt::format("changed on the server while being read (ETag was {}, now {}): read it again", etag_, resp.etag));
+  }
+  note_redirect(resp.effective_url);
+}
+
+bool RemoteFile::block_present(uint64_t b) const {
+  return (bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1;
+}
+
+void RemoteFile::mark(uint64_t b0, uint64_t b1) const {
+  for (uint64_t b = b0; b <= b1; ++b) bits_[b / 64].fetch_or(uint64_t{1} << (b % 64), std::memory_order_release);
+}
+
+bool RemoteFile::present(uint64_t off, uint64_t len) const {
+  if (len == 0) return true;
+  for (uint64_t b = off / kBlock, e = (off + len - 1) / kBlock; b <= e; ++b)
+    if (!block_present(b)) return false;
+  return true;
+}
+
+void RemoteFile::ensure(const uint8_t* p, uint64_t len) const {
+  if (len == 0 || p < buf_ || p >= buf_ + size_) return;
+  const uint64_t off = static_cast<uint64_t>(p - buf_);
+  len = std::min(len, size_ - off);
+  if (present(off, len)) return;
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  const uint64_t b0 = off / kBlock, b1 = (off + len - 1) / kBlock;
+  // Runs of missing blocks, each grown to the first range's size over missing neighbours (forwards, then
+  // backwards where the file ends), never into a block present or taken by the next run.
+  const uint64_t min_blocks = kFirstRange / kBlock;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  for (uint64_t b = b0; b <= b1; ++b) {
+    if (block_present(b)) continue;
+    uint64_t e = b;
+    while (e + 1 <= b1 && !block_present(e + 1)) ++e;
+    runs.emplace_back(b, e);
+    b = e;
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto& [x, y] = runs[i];
+    const uint64_t limit = i + 1 < runs.size() ? runs[i + 1].first : blocks_;
+    while (y - x + 1 < min_blocks && y + 1 < limit && !block_present(y + 1)) ++y;
+    const uint64_t floor = i > 0 ? runs[i - 1].second + 1 : 0;
+    while (y - x + 1 < min_blocks && x > floor && !block_present(x - 1)) --x;
+  }
+  // Parts of at most kPart bytes.
+  struct Part {
+    uint64_t b0, b1;
+  };
+  std::vector<Part> parts;
+  const uint64_t part_blocks = kPart / kBlock;
+  for (auto [x, y] : runs)
+    for (uint64_t s = x; s <= y; s += part_blocks) parts.push_back({s, std::min(y, s + part_blocks - 1)});
+  auto run_part = [&](const Part& pt) {
+    const uint64_t first = pt.b0 * kBlock, last = std::min((pt.b1 + 1) * kBlock, size_) - 1;
+    fetch(first, last, buf_ + first);
+    mark(pt.b0, pt.b1);
+  };
+  size_t start = 0;
+  bool have_etag;
+  {
+    std::lock_guard<std::mutex> l(url_mu_);
+    have_etag = !etag_.empty();
+  }
+  if (!have_etag && !parts.empty()) run_part(parts[start++]);  // the first response gives the ETag the rest check
+  if (parts.size() - start <= 1) {
+    for (size_t i = start; i < parts.size(); ++i) run_part(parts[i]);
+    return;
+  }
+  std::atomic<size_t> next{start};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  const size_t n = std::min<size_t>(kParallel, parts.size() - start);
+  for (size_t t = 0; t < n; ++t)
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < parts.size() && !stop; i = next++) {
+        try {
+          run_part(parts[i]);
+        } catch (...) {
+          std::lock_guard<std::mutex> l(error_mu);
+          if (!error) error = std::current_exception();
+          stop = true;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+void RemoteFile::read_at(uint8_t* dst, uint64_t len, uint64_t off) const {
+  if (len == 0) return;
+  if (off > size_ || len > size_ - off)
+    throw InputError(spec_.display, "", off, fmt::format("read of {} bytes past the end of the file ({} bytes)", len, size_));
+  if (present(off, len)) {
+    std::memcpy(dst, buf_ + off, len);
+    return;
+  }
+  for (uint64_t at = 0; at < len; at += kPart) fetch(off + at, off + std::min(len, at + kPart) - 1, dst + at);
+}
+
+void RemoteFile::release(uint64_t off, uint64_t len) const {
+  if (len == 0 || off >= size_) return;
+  const uint64_t b0 = (off + kBlock - 1) / kBlock;
+  const uint64_t end = std::min(off + len, size_);
+  const uint64_t b1 = end == size_ ? blocks_ : end / kBlock;  // exclusive; the file's short last block counts whole
+  if (b1 <= b0) return;
+  std::lock_guard<std::mutex> lock(fetch_mu_);
+  for (uint64_t b = b0; b < b1; ++b) bits_[b / 64].fetch_and(~(uint64_t{1} << (b % 64)), std::memory_order_release);
+  ::madvise(buf_ + b0 * kBlock, (b1 - b0) * kBlock, MADV_DONTNEED);
+}
+
+}  // namespace ckpt::remote

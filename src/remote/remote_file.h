@@ -1,0 +1,72 @@
+// A remote file read with HTTP range requests into a block cache (bytes.h's Fetcher, mapped_file.h's
+// FileSource). The buffer is an anonymous mapping as large as the file (MAP_NORESERVE: only the pages
+// fetched take memory); a bitmap of 64 KiB blocks says what is present. A read of missing bytes fetches
+// their blocks, at least 256 KiB at a time (a first range holds a safetensors header or a zip's end
+// records and central directory; grown towards the end of the file when it meets it), neighbouring
+// missing blocks coalesced into one request, a large span cut into 8 MiB parts fetched on up to 8
+// connections at once. Every request after the first carries If-Range with the first ETag: a file that
+// changes between two requests is an error, never a mix of two versions.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/vfs.h"
+#include "remote/http.h"
+
+namespace ckpt::remote {
+
+inline constexpr uint64_t kBlock = 64 << 10;
+inline constexpr uint64_t kFirstRange = 256 << 10;
+inline constexpr uint64_t kPart = 8 << 20;
+inline constexpr unsigned kParallel = 8;
+
+struct FileSpec {
+  std::string url;  // what is requested
+  std::string display;  // what errors say
+  std::shared_ptr<const Auth> auth;
+  uint64_t size = UINT64_MAX;  // known from a listing; else the first request learns it
+};
+
+class RemoteFile : public FileSource {
+ public:
+  // With the size unknown, fetches the first range now (the size, the ETag, the bytes a format is told
+  // apart by); with it known, nothing until the first read.
+  static std::shared_ptr<RemoteFile> open(FileSpec spec);
+  ~RemoteFile() override;
+
+  void ensure(const uint8_t* p, uint64_t len) const override;
+  const uint8_t* base() const override { return buf_; }
+  uint64_t size() const override { return size_; }
+  void read_at(uint8_t* dst, uint64_t len, uint64_t off) const override;
+  void release(uint64_t off, uint64_t len) const override;
+  bool present(uint64_t off, uint64_t len) const override;
+
+ private:
+  RemoteFile() = default;
+  void allocate(uint64_t size);
+  // GET [first, last] into dst; checks the size and ETag against the first response's.
+  void fetch(uint64_t first, uint64_t last, uint8_t* dst) const;
+  void mark(uint64_t first_block, uint64_t last_block) const;
+  void note_redirect(const std::string& effective) const;
+  bool block_present(uint64_t b) const;
+  Request request(uint64_t first, uint64_t last, uint8_t* dst) const;
+
+  FileSpec spec_;
+  mutable std::string url_;  // the redirect's target once known (a CDN), so later ranges skip the redirect
+  mutable std::shared_ptr<const Auth> auth_;  // dropped when url_ moved to another host
+  mutable std::string etag_;
+  mutable std::mutex url_mu_;  // url_, auth_, etag_
+  uint8_t* buf_ = nullptr;
+  uint64_t size_ = 0, map_bytes_ = 0, blocks_ = 0;
+  mutable std::unique_ptr<std::atomic<uint64_t>[]> bits_;
+  mutable std::mutex fetch_mu_;  // one ensure() fetching at a time (its parts run in parallel)
+  std::shared_ptr<vfs::Transfer> stats_;
+};
+
+}  // namespace ckpt::remote
