@@ -305,6 +305,21 @@ class RemoteFs : public vfs::Remote {
   }
 
   std::shared_ptr<MappedFile> open(const std::string& path) override {
+    // A file still open (a shard the reader holds, opened again by the scan) is the same file: its
+    // cache, no second first range.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = open_.find(path); it != open_.end())
+        if (auto f = it->second.lock()) return f;
+    }
+    auto f = open_new(path);
+    std::lock_guard<std::mutex> lock(mu_);
+    open_[path] = f;
+    return f;
+  }
+
+ private:
+  std::shared_ptr<MappedFile> open_new(const std::string& path) {
     FileSpec spec;
     spec.display = display_url(path);
     if (path.rfind("hf://", 0) == 0) {
@@ -336,7 +351,6 @@ class RemoteFs : public vfs::Remote {
     return MappedFile::from_source(RemoteFile::open(std::move(spec)), display_url(path));
   }
 
- private:
   std::shared_ptr<const Auth> hf_auth(const HfPath& p) {
     auto a = std::make_shared<Auth>();
     a->bearer = hf_token();
@@ -474,7 +488,8 @@ class RemoteFs : public vfs::Remote {
   std::mutex tree_mu_, mu_;
   std::map<std::string, RepoTree> trees_;
   std::map<std::string, S3List> s3_lists_;
-  std::set<std::string> unlistable_;  // prefixes whose listing failed: not asked again
+  std::set<std::string> unlistable_;
+  std::map<std::string, std::weak_ptr<MappedFile>> open_;  // prefixes whose listing failed: not asked again
   std::once_flag s3_once_;
   S3Config s3_;
 };
