@@ -120,7 +120,7 @@ int run_check(const CheckOptions& o) {
       environment = true;
     }
     CheckReport& rep = reports[index];
-    rep.file = item.name;
+    rep.file = vfs::display(item.name);
     rep.format = result.format;
     rep.fail_on = o.fail_on;
     rep.never = never;

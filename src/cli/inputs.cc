@@ -291,7 +291,7 @@ std::string json_line(const std::string& doc) {
 
 std::string error_record(const std::string& command, const std::string& file, const std::string& error, int exit_code) {
   const nlohmann::ordered_json j{
-      {"schema", "ckpt.error/1"}, {"file", file}, {"command", command}, {"error", error}, {"exit", exit_code}};
+      {"schema", "ckpt.error/1"}, {"file", vfs::display(file)}, {"command", command}, {"error", error}, {"exit", exit_code}};
   return json_line(j.dump(1));  // the spacing of ckpt's other lines
 }
 

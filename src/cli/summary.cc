@@ -171,7 +171,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
     // One input: what the process fetched before its scope (the listing that told a folder from a file) is its too.
     const vfs::Transfer& t = transfer.stats();
     const vfs::Transfer* before = several ? nullptr : &vfs::process_transfer();
-    s.fetched = Summary::Fetched{t.requests + (before ? before->requests.load() : 0), t.bytes + (before ? before->bytes.load() : 0),
+    s.fetched = Summary::Fetched{vfs::display(name), t.requests + (before ? before->requests.load() : 0), t.bytes + (before ? before->bytes.load() : 0),
                                  t.files + (before ? before->files.load() : 0)};
   }
   if (format == OutputFormat::Json && several) {
@@ -218,8 +218,8 @@ int run_summary(const SummaryOptions& o) {
   if (in.several && format != OutputFormat::Json)
     plan.header = [&](size_t index, const InputItem& item, std::FILE* out) {
       // head(1)'s separator; a Markdown heading in Markdown.
-      if (format == OutputFormat::Markdown) fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(item.name));
-      else fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
+      if (format == OutputFormat::Markdown) fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(vfs::display(item.name)));
+      else fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(vfs::display(item.name)));
     };
   const int rc = run_inputs(in.items, plan, [&](size_t, const InputItem& item, std::FILE* out, std::FILE* err) {
     return summarize_one(o, format, lim, item.name, arch, in.several, out, err);

@@ -6,11 +6,12 @@
 #include <cerrno>
 
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
 std::string InputError::render() const {
-  std::string out = file_;
+  std::string out = vfs::display(file_);  // a signed URL's signature is never shown
   if (!member_.empty() || has_offset_) {
     out += ": ";
     out += member_.empty() ? "" : member_;

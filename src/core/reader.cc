@@ -689,12 +689,14 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
   std::string path = file->path();
   Checkpoint ck = read_input(Input{path, std::move(file)}, limits);
   attach_hf_config(ck, path, limits);
+  ck.path = vfs::display(ck.path);  // a signed URL's signature is never shown
   return ck;
 }
 
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
   Checkpoint ck = read_input(Input{path, nullptr}, limits);
   attach_hf_config(ck, path, limits);
+  ck.path = vfs::display(ck.path);
   return ck;
 }
 

@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
 #include "core/findings.h"
 #include "core/render_report.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
@@ -21,10 +23,13 @@ const char* sarif_level(Severity s) { return s == Severity::Error ? "error" : s 
 
 // A path as given, as a URI reference: RFC 3986 unreserved characters and '/' stay, the rest is
 // percent-encoded (a space or '#' in a file name would otherwise change the reference's meaning).
+// A remote input's URL (https://, hf://, s3://) is a URI already: kept, only bytes no URI may hold encoded.
 std::string uri_reference(const std::string& path) {
+  const bool url = vfs::is_url(path);
   std::string out;
   for (unsigned char c : path) {
     if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') out += static_cast<char>(c);
+    else if (url && c > 0x20 && c < 0x7f && !std::strchr("\"<>\\^`{|}", c)) out += static_cast<char>(c);
     else out += fmt::format("%{:02X}", c);
   }
   return out;

@@ -461,7 +461,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["schema"] = kSummarySchema;
   j["file"] = ck.path;
   j["file_size"] = ck.file_size;
-  if (const auto& f = s.fetched) j["remote"] = J{{"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};
+  if (const auto& f = s.fetched) j["remote"] = J{{"url", f->url}, {"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};
   j["format"] = to_string(ck.format);
   j["container"] = container_text(ck);
   j["prefix"] = ck.prefix;

@@ -116,6 +116,7 @@ struct Summary {
   std::optional<MemoryReport> memory;  // summary --memory
   // A remote input (https://, hf://, s3://): what reading it cost, listings included.
   struct Fetched {
+    std::string url;  // the input as given (secrets redacted)
     uint64_t requests = 0, bytes = 0, files = 0;
   };
   std::optional<Fetched> fetched;

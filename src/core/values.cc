@@ -122,7 +122,8 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
       TensorCheck& c = out[order[i]];
       c.stats = tensor_nonfinite(t, b.data());
       if (crc) c.crc32 = tensor_crc32(t, b.data());
-      if (!StorageIndex::assembled(*s)) file.release(b.address(), b.size());  // checked: back to the page cache
+      // A remote file's bytes stay: the CPU load reads them next, and they are nowhere else to be had.
+      if (!StorageIndex::assembled(*s) && !file.remote()) file.release(b.address(), b.size());  // checked: back to the page cache
       done += t.bytes;
       if (j == 0 && progress) progress(done, total);
     }

@@ -68,6 +68,47 @@ std::shared_ptr<MappedFile> open(const std::string& path) {
   return MappedFile::open(path);
 }
 
+namespace {
+std::string lowered(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+}  // namespace
+
+std::string display(const std::string& url) {
+  if (!is_url(url)) return url;
+  std::string u = url;
+  const size_t scheme = u.find("://");
+  if (scheme != std::string::npos) {
+    const size_t host = scheme + 3;
+    const size_t end = u.find_first_of("/?#", host);
+    const size_t at = u.rfind('@', end == std::string::npos ? u.size() : end);
+    if (at != std::string::npos && at >= host) u.erase(host, at + 1 - host);
+  }
+  const size_t q = u.find('?');
+  if (q == std::string::npos) return u;
+  std::string out = u.substr(0, q + 1);
+  const size_t hash = u.find('#', q);
+  const std::string query = u.substr(q + 1, hash == std::string::npos ? std::string::npos : hash - q - 1);
+  size_t pos = 0;
+  bool first = true;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string kv = query.substr(pos, amp - pos);
+    const size_t eq = kv.find('=');
+    const std::string key = lowered(kv.substr(0, eq));
+    bool secret = false;
+    for (const char* s : {"sig", "token", "cred", "key", "auth", "pass", "secret", "policy"})
+      if (key.find(s) != std::string::npos) secret = true;
+    out += first ? "" : "&";
+    out += secret && eq != std::string::npos ? kv.substr(0, eq) + "=REDACTED" : kv;
+    first = false;
+    pos = amp + 1;
+  }
+  return out;
+}
+
 std::string join(const std::string& dir, std::string_view name) {
   if (dir.empty()) return std::string(name);
   return dir.back() == '/' ? dir + std::string(name) : dir + "/" + std::string(name);

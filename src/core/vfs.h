@@ -50,6 +50,10 @@ std::vector<Entry> list(const std::string& dir);
 // Throws InputError naming the path when it cannot be opened.
 std::shared_ptr<MappedFile> open(const std::string& path);
 
+// The path as output may show it: a URL's user:password@ removed and the values of query parameters that
+// carry secrets (signatures, tokens, credentials, keys) replaced by REDACTED; a local path unchanged.
+std::string display(const std::string& path);
+
 // Path arithmetic with '/' for local paths and URLs alike.
 std::string join(const std::string& dir, std::string_view name);
 std::string parent(const std::string& path);  // "" for a bare name

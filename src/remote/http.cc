@@ -380,38 +380,7 @@ Response get(const Request& r) {
   }
 }
 
-std::string display_url(const std::string& url) {
-  std::string u = url;
-  const size_t scheme = u.find("://");
-  if (scheme != std::string::npos) {
-    const size_t host = scheme + 3;
-    const size_t end = u.find_first_of("/?#", host);
-    const size_t at = u.rfind('@', end == std::string::npos ? u.size() : end);
-    if (at != std::string::npos && at >= host) u.erase(host, at + 1 - host);
-  }
-  const size_t q = u.find('?');
-  if (q == std::string::npos) return u;
-  std::string out = u.substr(0, q + 1);
-  const size_t hash = u.find('#', q);
-  const std::string query = u.substr(q + 1, hash == std::string::npos ? std::string::npos : hash - q - 1);
-  size_t pos = 0;
-  bool first = true;
-  while (pos <= query.size()) {
-    size_t amp = query.find('&', pos);
-    if (amp == std::string::npos) amp = query.size();
-    const std::string kv = query.substr(pos, amp - pos);
-    const size_t eq = kv.find('=');
-    const std::string key = lower(kv.substr(0, eq));
-    bool secret = false;
-    for (const char* s : {"sig", "token", "cred", "key", "auth", "pass", "secret", "policy"})
-      if (key.find(s) != std::string::npos) secret = true;
-    out += first ? "" : "&";
-    out += secret && eq != std::string::npos ? kv.substr(0, eq) + "=REDACTED" : kv;
-    first = false;
-    pos = amp + 1;
-  }
-  return out;
-}
+std::string display_url(const std::string& url) { return vfs::display(url); }
 
 std::string url_encode(const std::string& s, bool keep_slash) {
   std::string out;

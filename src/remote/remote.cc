@@ -256,25 +256,25 @@ class RemoteFs : public vfs::Remote {
     }
     if (path.rfind("s3://", 0) == 0) {
       const S3Path p = parse_s3(path);
-      if (p.key.empty() || p.key.back() == '/') return vfs::Kind::Dir;
+      if (p.key.empty() || p.key.back() == '/') {
+        // A folder is listed to be known (an empty or missing prefix is no folder); its objects are
+        // then known files, found beside one another as on disk.
+        try {
+          const S3List& l = s3_list(p, path);
+          return l.files.empty() && l.dirs.empty() ? vfs::Kind::Missing : vfs::Kind::Dir;
+        } catch (const InputError&) {
+          return vfs::Kind::Missing;
+        }
+      }
+      // A key of a folder already listed is answered from the listing; any other key is read, not looked
+      // for (one request for one object, and no s3:ListBucket needed).
       const size_t slash = p.key.rfind('/');
-      const S3Path parent{p.bucket, slash == std::string::npos ? "" : p.key.substr(0, slash + 1)};
-      // The key's prefix is listed once (siblings such as config.json are found as in a local folder); where
-      // listing is not allowed (s3:GetObject without s3:ListBucket) the key is simply read.
-      const S3List* l = nullptr;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (unlistable_.count(parent.bucket + "/" + parent.key)) return vfs::Kind::Unknown;
-      }
-      try {
-        l = &s3_list(parent, path);
-      } catch (const std::exception&) {
-        std::lock_guard<std::mutex> lock(mu_);
-        unlistable_.insert(parent.bucket + "/" + parent.key);
-        return vfs::Kind::Unknown;
-      }
-      if (l->files.count(p.key)) return vfs::Kind::File;
-      return l->dirs.count(p.key + "/") ? vfs::Kind::Dir : vfs::Kind::Missing;
+      const std::string parent = p.bucket + "/" + (slash == std::string::npos ? "" : p.key.substr(0, slash + 1));
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = s3_lists_.find(parent);
+      if (it == s3_lists_.end()) return vfs::Kind::Unknown;
+      if (it->second.files.count(p.key)) return vfs::Kind::File;
+      return it->second.dirs.count(p.key + "/") ? vfs::Kind::Dir : vfs::Kind::Missing;
     }
     return vfs::Kind::Unknown;
   }
@@ -372,7 +372,7 @@ class RemoteFs : public vfs::Remote {
       if (page >= kMaxPages) throw InputError(display, fmt::format("the repo's listing has more than {} pages", kMaxPages));
       Request r;
       r.url = next;
-      r.display = display + " (listing " + display_url(next) + ")";
+      r.display = display_url(url) + " (listing " + display_url(next) + ")";
       r.auth = auth.get();
       r.max_body = kMaxListing;
       r.stats = vfs::current_transfer().get();
@@ -488,8 +488,7 @@ class RemoteFs : public vfs::Remote {
   std::mutex tree_mu_, mu_;
   std::map<std::string, RepoTree> trees_;
   std::map<std::string, S3List> s3_lists_;
-  std::set<std::string> unlistable_;
-  std::map<std::string, std::weak_ptr<MappedFile>> open_;  // prefixes whose listing failed: not asked again
+  std::map<std::string, std::weak_ptr<MappedFile>> open_;  // remote files still open, by path
   std::once_flag s3_once_;
   S3Config s3_;
 };

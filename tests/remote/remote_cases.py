@@ -1,0 +1,791 @@
+#!/usr/bin/python3
+"""Remote inputs (`ckpt summary|check|diff URL`: https:// and http://, hf://ORG/REPO[@REV][/PATH],
+s3://BUCKET/KEY and s3://BUCKET/PREFIX/) against real servers on 127.0.0.1 (tests/remote/servers.py):
+
+- nginx (Debian's nginx-light): plain HTTP and HTTPS (a self-signed certificate made for the run) serving
+  files with Range/ETag; an HTTPS Hugging Face Hub (`HF_ENDPOINT`: /ORG/REPO/resolve/REV/PATH redirecting
+  LFS files to an HTTPS "CDN" that refuses any Authorization header, /api/models/ORG/REPO/tree/REV[/PATH]
+  in the Hub's JSON with Link pagination on one repo, a gated repo that wants `Authorization: Bearer
+  $HF_TOKEN`);
+- s3rver 3.7.1 (npm, tests/remote/s3) behind servers.S3Gateway, which checks AWS Signature V4 as S3 does
+  (s3rver itself accepts any V4 signature) (`AWS_ENDPOINT_URL`);
+- a misbehaving Python HTTP server: 404, 401, 403, a 500 then success, a 429 with Retry-After then
+  success, Range ignored, an ETag that changes, a stalled body, a connection reset, a body cut short.
+
+What is checked:
+- the same files over http://, https:// (SSL_CERT_FILE, and CURL_CA_BUNDLE), hf:// and s3:// give the
+  JSON of the local file (`summary --json`, `check --json`), with the top-level "remote" object and the
+  input's name taken out (helper `normalise`: the input as given, URL or local path, becomes <INPUT>
+  wherever a string holds it); `check --format sarif` names the URL as its artifact; `diff URL LOCAL`
+  says they are the same (exit 0);
+- a whole sharded HF repo (hf://ORG/REPO, config.json + index + shards) is its local folder; @REV (a tag,
+  and the commit it stands for) picks other files; a paginated tree listing is followed; a folder inside
+  a repo (hf://ORG/REPO/PATH); the gated repo: without HF_TOKEN (and with a wrong one) exit 4 with one
+  stderr line naming the URL and HF_TOKEN, with it the file's summary; the token is never printed and
+  never reaches the CDN;
+- s3://BUCKET/PREFIX/ (files, and a sharded HF folder) is the local directory; a wrong secret, no
+  credentials: exit 4 with one line naming the s3:// URL, the secret never printed; credentials from a
+  ~/.aws/credentials profile (AWS_PROFILE), from AWS_SHARED_CREDENTIALS_FILE, session credentials
+  (AWS_SESSION_TOKEN);
+- the "remote" object {"url", "requests", "bytes"}: a safetensors file whose header is < 256 KiB is 1
+  request over http(s):// and s3://; a torch.save zip at most 4 requests and 1 MiB, also a 200 MB one
+  (written here by Debian's torch), whose nginx log shows only range requests; its `check` fetches <= 1
+  MiB too; the request count is the servers' count;
+- failures: 404 exit 3; 401 / 403 exit 4; a 500 or a 429 once, a reset connection, a body cut short once:
+  success after a retry the server saw; a server that ignores Range: exit 3 or 4 saying so and naming
+  --limit, success with --limit download-bytes=100M; an ETag that changes: an error saying the file
+  changed; a stalled body with --limit stall-seconds=2: an error in < 30 s; a body always cut short: a
+  clean error (or success); a self-signed certificate without SSL_CERT_FILE: exit 4 naming the
+  certificate. Every failure is exactly one stderr line `ckpt: error: ...` with the URL, no secret, no
+  traceback, abort or sanitizer report.
+
+Usage: remote_cases.py --ckpt build/ckpt --root . [--only REGEX] [--keep]
+Exit 0: all passed; 1: failures (listed); 77: skipped, only when nginx or node/s3rver are missing AND
+CKPT_REMOTE_OPTIONAL=1 (otherwise a missing server is a failure). Servers need: nginx-light, openssl, curl,
+nodejs, npm (and `npm ci` in tests/remote/s3), python3-torch for the large file.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import servers  # noqa: E402
+
+MiB = 1 << 20
+CRASH = re.compile(r"Traceback|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:|terminate called|"
+                   r"Aborted|Segmentation fault|core dumped|std::|what\(\)", re.I)
+
+FILES = {  # name served -> testdata path: small real files of several formats
+    "sd_compiled_211.pt": "t211/sd_compiled_211.pt",  # torch.save zip (torch 2.11)
+    "lightning_fit.ckpt": "t211/lightning_fit.ckpt",  # Lightning checkpoint (zip)
+    "model.safetensors": "t211/hf_bert_bf16/model.safetensors",  # safetensors, bfloat16
+    "export_211.pt2": "t211/export_211.pt2",  # torch.export archive
+    "legacy_state_dict.pt": "t113/legacy_state_dict.pt",  # legacy (non-zip) torch.save
+}
+GEN = r"""
+import collections, sys, torch
+def sd(n):
+    d = collections.OrderedDict()
+    for i in range(n):
+        d[f"layers.{i}.weight"] = torch.zeros(1024, 1024)
+        d[f"layers.{i}.bias"] = torch.zeros(1024)
+    return d
+torch.save(sd(50), sys.argv[1])   # 200 MiB of zeros, a state dict as model.state_dict() gives
+torch.save(sd(6), sys.argv[2])    # 24 MiB: larger than any one read, so a reader needs several ranges
+"""
+
+
+# ---------------------------------------------------------------------------------------------------
+# helpers
+
+def parent(path):
+    """The folder of a file input (URL or local path): what a sibling (config.json) is named under."""
+    return path.rstrip("/").rsplit("/", 1)[0] if "/" in path.rstrip("/") else ""
+
+
+def normalise(doc, prefixes, dirs=()):
+    """`doc` without the top-level "remote" object, with every prefix in `prefixes` (the input as given and
+    its other spellings: URL, URL@REV, local path) replaced by <INPUT> in every string, keys included,
+    then the input's folder (`dirs`: a sibling's name, e.g. the config.json beside a file) by <DIR>."""
+    pre = [(p, "<INPUT>") for p in sorted({p.rstrip("/") for p in prefixes if p}, key=len, reverse=True)]
+    pre += [(p, "<DIR>") for p in sorted({p.rstrip("/") for p in dirs if p and "/" in p}, key=len, reverse=True)]
+
+    def s(x):
+        for p, token in pre:
+            if p in x:
+                return x.replace(p, token)
+        return x
+
+    def walk(x):
+        if isinstance(x, dict):
+            return {s(k): walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        if isinstance(x, str):
+            return s(x)
+        return x
+
+    if isinstance(doc, dict):
+        doc = {k: v for k, v in doc.items() if k != "remote"}
+    return walk(doc)
+
+
+def differences(a, b, path="", out=None, limit=6):
+    """Where two JSON values differ: ["/path: a != b", ...] (at most `limit`)."""
+    out = [] if out is None else out
+    if len(out) >= limit:
+        return out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{path}/{k}: {'missing' if k not in a else json.dumps(a[k])[:80]} != {'missing' if k not in b else json.dumps(b[k])[:80]}")
+            else:
+                differences(a[k], b[k], f"{path}/{k}", out, limit)
+            if len(out) >= limit:
+                break
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            differences(x, y, f"{path}/{i}", out, limit)
+    elif a != b:
+        out.append(f"{path or '/'}: {json.dumps(a)[:100]} != {json.dumps(b)[:100]}")
+    return out
+
+
+def json_docs(text):
+    """Every JSON document in stdout (one, an array, or JSON Lines)."""
+    docs, dec, pos = [], json.JSONDecoder(), 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return docs
+        doc, pos = dec.raw_decode(text, pos)
+        if isinstance(doc, list):
+            docs.extend(doc)
+        else:
+            docs.append(doc)
+
+
+class Result:
+    def __init__(self, args, rc, out, err, secs, timed_out=False):
+        self.args, self.rc, self.out, self.err, self.secs, self.timed_out = args, rc, out, err, secs, timed_out
+
+    def __str__(self):
+        return f"`ckpt {' '.join(self.args)}`: exit {self.rc} in {self.secs:.1f} s; stderr {self.err.strip()[:400]!r}"
+
+
+class Case:
+    def __init__(self, T, name):
+        self.T, self.name, self.problems = T, name, []
+
+    def expect(self, cond, what):
+        if not cond:
+            self.problems.append(what)
+        return bool(cond)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        if typ is not None and not issubclass(typ, (KeyboardInterrupt, SystemExit)):
+            self.problems.append(f"the test itself raised {typ.__name__}: {exc}\n" + "".join(traceback.format_tb(tb))[-1200:])
+        self.T.done(self)
+        return typ is not None and not issubclass(typ, (KeyboardInterrupt, SystemExit))
+
+
+class Tester:
+    def __init__(self, ckpt, root, tmp, only=None):
+        self.ckpt, self.root, self.tmp, self.only = ckpt, root, tmp, re.compile(only) if only else None
+        self.results = []
+        self.secrets = set()  # strings no output may hold
+        self.schemas = None
+        try:
+            sys.path.insert(0, os.path.join(root, "tests", "cli"))
+            import json_schemas
+            self.schemas = json_schemas.Schemas(root)
+        except Exception as e:  # noqa: BLE001
+            print(f"note: JSON Schema validation off ({e})")
+        home = os.path.join(tmp, "home")
+        os.makedirs(home, exist_ok=True)
+        env = {k: v for k, v in os.environ.items()
+               if not (k.startswith(("AWS_", "HF_", "HUGGING_FACE", "SSL_CERT", "CURL_")) or k in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "NETRC")
+                       or k.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy"))}
+        # nothing may leave 127.0.0.1: no proxy, no user credentials, no EC2 metadata service
+        # (HOME is an empty directory: no ~/.aws, no ~/.cache/huggingface/token)
+        env.update(HOME=home, NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", AWS_EC2_METADATA_DISABLED="true",
+                   HF_HUB_DISABLE_TELEMETRY="1")
+        self.base_env = env
+
+    def wanted(self, name):
+        return self.only is None or bool(self.only.search(name))
+
+    def case(self, name):
+        return Case(self, name)
+
+    def done(self, case):
+        self.results.append((case.name, case.problems))
+        print(("ok   " if not case.problems else "FAIL ") + case.name, flush=True)
+
+    def env(self, **kw):
+        e = dict(self.base_env)
+        for k, v in kw.items():
+            if v is None:
+                e.pop(k, None)
+            else:
+                e[k] = v
+        return e
+
+    def run(self, args, env, timeout=60):
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run([self.ckpt, *args], capture_output=True, env=env, cwd=self.tmp, timeout=timeout)
+            out, err, rc, to = p.stdout, p.stderr, p.returncode, False
+        except subprocess.TimeoutExpired as e:
+            out, err, rc, to = e.stdout or b"", e.stderr or b"", None, True
+        dec = lambda b: b.decode("utf-8", "replace")  # noqa: E731
+        return Result(list(args), rc, dec(out), dec(err), time.monotonic() - t0, to)
+
+    def clean(self, c, r):
+        """No crash, no secret, whatever the exit; returns whether all held."""
+        n = len(c.problems)
+        c.expect(not r.timed_out, f"{r}: timed out")
+        c.expect(r.rc is None or r.rc >= 0, f"{r}: killed by signal {-(r.rc or 0)}")
+        c.expect(not CRASH.search(r.err), f"{r}: a crash report on stderr")
+        for s in self.secrets:
+            c.expect(s not in r.out and s not in r.err, f"{r}: prints the secret {s[:4]}...")
+        return len(c.problems) == n
+
+    def ok(self, c, r):
+        self.clean(c, r)
+        ok = c.expect(r.rc == 0, f"{r}: expected exit 0")
+        bad = [l for l in r.err.splitlines() if l.strip() and not l.startswith("ckpt: warning: ")]
+        c.expect(not bad, f"{r}: unexpected stderr")
+        return ok
+
+    def error(self, c, r, url, codes, *patterns):
+        """One failure: exit in codes, exactly one stderr line `ckpt: error: ...` naming url, matching patterns."""
+        self.clean(c, r)
+        c.expect(r.rc in codes, f"{r}: expected exit {' or '.join(map(str, codes))}")
+        lines = r.err.splitlines()
+        if c.expect(len(lines) == 1, f"{r}: expected exactly one stderr line, got {len(lines)}") and lines:
+            line = lines[0]
+            c.expect(line.startswith("ckpt: error: "), f"{r}: stderr does not start with 'ckpt: error: '")
+            c.expect(url in line, f"{r}: stderr does not name {url}")
+            for p in patterns:
+                c.expect(re.search(p, line, re.I), f"{r}: stderr does not match /{p}/")
+
+    def docs(self, c, r):
+        if r.rc not in (0, 1):
+            return []
+        if self.schemas is not None and "--json" in r.args:
+            for problem in self.schemas.output_problems(r.out):
+                c.expect(False, f"{r}: schema: {problem}")
+        try:
+            return json_docs(r.out)
+        except ValueError as e:
+            c.expect(False, f"{r}: stdout is not JSON: {e}")
+            return []
+
+    def same(self, c, what, remote_docs, remote_prefixes, local_docs, local_prefixes):
+        """The documents agree but for the names of the inputs (and of their folders, for a file)."""
+        a = [normalise(d, remote_prefixes, [parent(p) for p in remote_prefixes]) for d in remote_docs]
+        b = [normalise(d, local_prefixes, [parent(p) for p in local_prefixes]) for d in local_docs]
+        if not c.expect(len(a) == len(b), f"{what}: {len(a)} documents, the local input gives {len(b)}"):
+            return False
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = differences(x, y)
+            if not c.expect(not d, f"{what}: document {i} differs from the local one: " + "; ".join(d)):
+                return False
+        return True
+
+    def remote_obj(self, c, r, doc, url):
+        rem = doc.get("remote") if isinstance(doc, dict) else None
+        if not c.expect(isinstance(rem, dict), f"{r}: no top-level \"remote\" object"):
+            return None
+        c.expect(rem.get("url") == url, f"{r}: remote.url {rem.get('url')!r}, want {url!r}")
+        for k in ("requests", "bytes"):
+            c.expect(isinstance(rem.get(k), int) and not isinstance(rem.get(k), bool) and rem.get(k) >= 0, f"{r}: remote.{k} {rem.get(k)!r} is not a count")
+        return rem
+
+
+# ---------------------------------------------------------------------------------------------------
+# the cases
+
+def main():
+    ap = argparse.ArgumentParser(description="remote inputs against real servers on 127.0.0.1")
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--only", help="run only the cases whose name matches this regex")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    ckpt = os.path.abspath(a.ckpt)
+    root = os.path.abspath(a.root)
+    t_start = time.monotonic()
+
+    missing = []
+    if not os.access(servers.NGINX, os.X_OK):
+        missing.append(f"nginx ({servers.NGINX}; Debian package nginx-light)")
+    if not (shutil.which("node") or shutil.which("nodejs")):
+        missing.append("node (Debian package nodejs)")
+    elif not os.path.exists(servers.S3RVER_JS):
+        missing.append(f"s3rver ({servers.S3RVER_JS}: `npm ci` in tests/remote/s3)")
+    for tool in ("openssl", "curl"):
+        if not shutil.which(tool):
+            missing.append(tool)
+    if missing:
+        if os.environ.get("CKPT_REMOTE_OPTIONAL") == "1":
+            print("skipped: missing " + ", ".join(missing))
+            return 77
+        print("FAIL missing servers: " + ", ".join(missing) + " (set CKPT_REMOTE_OPTIONAL=1 to skip instead)")
+        return 1
+
+    tmp = tempfile.mkdtemp(prefix="ckpt-remote-")
+    try:
+        return run_all(ckpt, root, tmp, a.only, t_start)
+    except Exception:  # noqa: BLE001  (a server that did not start, a broken harness)
+        traceback.print_exc()
+        print("FAIL setup: the test harness failed (above)")
+        return 1
+    finally:
+        if a.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def mirror(tmp, rel, files):
+    """A local copy of a remote layout: files {path: source} under tmp/rel; returns rel."""
+    for p, src in files.items():
+        dst = os.path.join(tmp, rel, p)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(src, dst)
+    return rel
+
+
+def run_all(ckpt, root, tmp, only, t_start):
+    T = Tester(ckpt, root, tmp, only)
+    td = os.path.join(root, "testdata")
+    files = {n: os.path.join(td, p) for n, p in FILES.items()}
+    folder = lambda name: {f: os.path.join(td, "hf211", name, f) for f in sorted(os.listdir(os.path.join(td, "hf211", name)))}  # noqa: E731
+    gpt2, llama, bert = folder("gpt2_tiny"), folder("llama_gqa_bf16"), folder("bert_enc")
+    bert_single = {f: os.path.join(td, "t211", "hf_bert_bf16", f) for f in ("config.json", "model.safetensors")}
+
+    # the large files, written while the servers start
+    gen_dir = os.path.join(tmp, "gen")
+    os.makedirs(gen_dir)
+    large, medium = os.path.join(gen_dir, "large.pt"), os.path.join(gen_dir, "medium.pt")
+    gen = subprocess.Popen(["/usr/bin/python3", "-c", GEN, large, medium], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    # local mirrors of every remote layout (inputs are given relative to tmp, the cwd of every run)
+    www = mirror(tmp, "m/www", files)
+    hub_repos = [  # (org, repo, rev, files, access, page_size)
+        ("org", "files", "main", {"sd_compiled_211.pt": files["sd_compiled_211.pt"], "ckpt/lightning_fit.ckpt": files["lightning_fit.ckpt"],
+                                  "model.safetensors": files["model.safetensors"], "export/export_211.pt2": files["export_211.pt2"],
+                                  "legacy_state_dict.pt": files["legacy_state_dict.pt"]}, "public", None),
+        ("org", "gpt2", "main", gpt2, "public", None),
+        ("org", "gpt2", "v1", llama, "public", None),
+        ("org", "paged", "main", bert, "public", 2),
+        ("org", "nested", "main", {**{f"bert/{k}": v for k, v in bert.items()}, "other/sd.pt": files["sd_compiled_211.pt"],
+                                   "README.md": os.path.join(td, "README.md")}, "public", 2),
+        ("org", "gated", "main", bert_single, "gated", None),
+    ]
+    for org, repo, rev, fl, _, _ in hub_repos:
+        mirror(tmp, f"m/hub/{org}/{repo}/{rev}", fl)
+    s3_objects = {**{f"models/{n}": p for n, p in files.items()}, **{f"hf/bert_enc/{k}": v for k, v in bert.items()}}
+    mirror(tmp, "m/s3/ckpt", s3_objects)
+
+    hf_token = "hf_" + os.urandom(12).hex() + "Tok"
+    wrong_token = "hf_wrong" + os.urandom(8).hex()
+    wrong_secret = "wrongSecret/" + os.urandom(6).hex() + "+Q"
+    temp_secret = "tempSecret/" + os.urandom(6).hex() + "+Z"
+    session_token = "FwoGZXIvYXdzE" + os.urandom(10).hex() + "SESSION"
+    T.secrets |= {hf_token, wrong_token, wrong_secret, temp_secret, session_token}
+
+    with servers.S3Server(tmp=os.path.join(tmp, "s3")) as s3, servers.MisbehavingServer({}, stall_seconds=90) as bad:
+        s3.create_bucket("ckpt")
+        for key, src in s3_objects.items():
+            s3.put("ckpt", key, src)
+        s3.add_credentials("TEMPKEY", temp_secret, session_token)
+        try:
+            out, _ = gen.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            gen.kill()
+            out, _ = gen.communicate()
+        have_large = gen.returncode == 0
+        if not have_large:
+            with T.case("setup: writing the large torch.save files with /usr/bin/python3 and torch") as c:
+                c.expect(False, out.decode(errors="replace")[-1500:])
+        bad.files.update({"medium.pt": medium, "model.safetensors": files["model.safetensors"], "sd_compiled_211.pt": files["sd_compiled_211.pt"]})
+        ng = servers.NginxServers(tmp=os.path.join(tmp, "nginx"), hf_token=hf_token)
+        for n, p in files.items():
+            ng.add_file(n, p)
+        if have_large:
+            ng.add_file("large.pt", large)
+        for org, repo, rev, fl, access, page in hub_repos:
+            ng.add_hf_repo(org, repo, rev, fl, access=access, page_size=page)
+        with ng:
+            cert = ng.cert
+            envs = {
+                "http": T.env(HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
+                "https": T.env(SSL_CERT_FILE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
+                "https-curl-ca": T.env(CURL_CA_BUNDLE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
+                "hf": T.env(SSL_CERT_FILE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
+                "s3": T.env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                            AWS_REGION="us-east-1", HF_ENDPOINT=ng.hub_url),
+            }
+            ctx = dict(T=T, ng=ng, s3=s3, bad=bad, envs=envs, tmp=tmp, www=www, files=files, hf_token=hf_token, wrong_token=wrong_token,
+                       wrong_secret=wrong_secret, temp_secret=temp_secret, session_token=session_token, have_large=have_large,
+                       large=large, medium=medium, gpt2=gpt2, bert=bert)
+            cases_same_files(**ctx)
+            cases_hf(**ctx)
+            cases_s3(**ctx)
+            cases_large(**ctx)
+            cases_failures(**ctx)
+            cases_tls(**ctx)
+            with T.case("cdn: no request ever carried an Authorization header (credentials dropped at the redirect)") as c:
+                leaked = [e for e in ng.requests("cdn") if e["auth"] != "0"]
+                c.expect(not leaked, f"{len(leaked)} CDN requests with Authorization: {[e['uri'][:60] for e in leaked[:3]]}")
+
+    fails = [(n, p) for n, p in T.results if p]
+    for name, problems in fails:
+        print(f"\nFAIL {name}")
+        for p in problems[:8]:
+            print("     " + p.replace("\n", "\n     "))
+        if len(problems) > 8:
+            print(f"     ... and {len(problems) - 8} more")
+    print(f"\n{len(T.results)} cases, {len(T.results) - len(fails)} passed, {len(fails)} failed ({time.monotonic() - t_start:.0f} s)")
+    return 1 if fails else 0
+
+
+def hub_log(ng):
+    """The Hub's and the CDN's requests, in the order nginx logged them."""
+    return [e for e in ng.requests() if e["server"] in ("hub", "cdn")]
+
+
+def log_slice(getter):
+    """Entries a server logs from now on: call the returned function after the run."""
+    n = len(getter())
+    return lambda: getter()[n:]
+
+
+def cases_same_files(T, ng, s3, envs, www, files, **_):
+    """Each file over each transport: summary / check / sarif / diff equal to the local file's."""
+    local_cache = {}
+
+    def local_run(args, path):
+        key = (tuple(args), path)
+        if key not in local_cache:
+            local_cache[key] = T.run([*args, path], T.base_env)
+        return local_cache[key]
+
+    transports = [
+        ("http", lambda n: f"{ng.http_url}/{n}", lambda: ng.requests("http")),
+        ("https", lambda n: f"{ng.https_url}/{n}", lambda: ng.requests("https")),
+        ("https-curl-ca", lambda n: f"{ng.https_url}/{n}", lambda: ng.requests("https")),
+        ("hf", lambda n: "hf://org/files/" + {"lightning_fit.ckpt": "ckpt/lightning_fit.ckpt", "export_211.pt2": "export/export_211.pt2"}.get(n, n),
+         lambda: hub_log(ng)),
+        ("s3", lambda n: f"s3://ckpt/models/{n}", lambda: s3.requests),
+    ]
+    for tname, url_of, log in transports:
+        for name in files:
+            cname = f"{tname}: {name}: summary, check, diff equal to the local file"
+            if not T.wanted(cname):
+                continue
+            url = url_of(name)
+            loc = f"{www}/{name}" if tname != "hf" else f"m/hub/org/files/main/{url[len('hf://org/files/'):]}"
+            env = envs[tname]
+            with T.case(cname) as c:
+                seen = log_slice(log)
+                r = T.run(["summary", "--json", url], env)
+                if T.ok(c, r):
+                    got = T.docs(c, r)
+                    lr = local_run(["summary", "--json"], loc)
+                    c.expect(lr.rc == 0, f"local {lr}")
+                    c.expect(all("remote" not in d for d in T.docs(c, lr)), f"local {lr}: a \"remote\" object for a local file")
+                    T.same(c, f"summary --json {url}", got, [url], T.docs(c, lr), [loc])
+                    entries = seen()
+                    rem = T.remote_obj(c, r, got[0], url) if got else None
+                    if rem:
+                        size = os.path.getsize(files[name])
+                        c.expect(rem["requests"] == len(entries), f"{r}: remote.requests {rem['requests']}, the server saw {len(entries)}")
+                        if tname in ("http", "https", "https-curl-ca"):
+                            sent = sum(e["bytes"] for e in entries)
+                            c.expect(rem["bytes"] == sent, f"{r}: remote.bytes {rem['bytes']}, nginx sent {sent}")
+                        if name.endswith(".safetensors") and tname != "hf":
+                            c.expect(rem["requests"] == 1, f"{r}: a safetensors file with a small header: {rem['requests']} requests, want 1")
+                        if name.endswith((".pt", ".ckpt", ".pt2")) and tname != "hf":
+                            c.expect(rem["requests"] <= 4, f"{r}: a torch zip: {rem['requests']} requests, want <= 4")
+                        if tname == "hf":
+                            c.expect(rem["requests"] <= 6, f"{r}: {rem['requests']} requests over the Hub, want <= 6")
+                        c.expect(rem["bytes"] <= max(MiB, size), f"{r}: {rem['bytes']} bytes fetched for a {size}-byte file")
+                r = T.run(["check", "--json", url], env)
+                T.clean(c, r)
+                lr = local_run(["check", "--json"], loc)
+                if c.expect(r.rc == lr.rc, f"{r}: exit differs from the local file's ({lr.rc})") and r.rc in (0, 1):
+                    T.same(c, f"check --json {url}", T.docs(c, r), [url], T.docs(c, lr), [loc])
+                if tname in ("http", "hf", "s3"):
+                    r = T.run(["check", "--format", "sarif", url], env)
+                    T.clean(c, r)
+                    lr = local_run(["check", "--format", "sarif"], loc)
+                    if c.expect(r.rc == lr.rc, f"{r}: exit differs from the local file's ({lr.rc})") and r.rc in (0, 1):
+                        sar = T.docs(c, r)
+                        uris = re.findall(r'"uri":\s*"([^"]*)"', r.out)
+                        c.expect(all(u == url for u in uris), f"{r}: SARIF artifact locations {sorted(set(uris))[:3]}, want {url}")
+                        T.same(c, f"check --format sarif {url}", sar, [url], T.docs(c, lr), [loc])
+                r = T.run(["diff", url, loc], env)
+                if T.ok(c, r):
+                    c.expect("same:" in r.out, f"{r}: diff does not say 'same:': {r.out[:300]!r}")
+
+
+def cases_hf(T, ng, envs, hf_token, wrong_token, gpt2, bert, **_):
+    env = envs["hf"]
+
+    def folder_case(cname, url, loc, prefixes, check=None):
+        if not T.wanted(cname):
+            return
+        with T.case(cname) as c:
+            seen = log_slice(lambda: hub_log(ng))
+            r = T.run(["summary", "--json", url], env)
+            if T.ok(c, r):
+                got = T.docs(c, r)
+                lr = T.run(["summary", "--json", loc], T.base_env)
+                T.same(c, f"summary --json {url}", got, prefixes, T.docs(c, lr), [loc])
+                c.expect(got and "hf" in got[0].get("metadata", {}), f"{r}: no metadata.hf (config.json not read)")
+                rem = T.remote_obj(c, r, got[0], url) if got else None
+                entries = seen()
+                if rem:
+                    c.expect(rem["requests"] == len(entries), f"{r}: remote.requests {rem['requests']}, the Hub and CDN saw {len(entries)}")
+                if check:
+                    check(c, entries)
+            r = T.run(["diff", url, loc], env)
+            if T.ok(c, r):
+                c.expect("same:" in r.out, f"{r}: diff does not say 'same:'")
+
+    folder_case("hf: a whole sharded repo (hf://org/gpt2) is its local folder", "hf://org/gpt2", "m/hub/org/gpt2/main",
+                ["hf://org/gpt2", "hf://org/gpt2@main"])
+    folder_case("hf: @v1 (a tag) reads that revision's files", "hf://org/gpt2@v1", "m/hub/org/gpt2/v1", ["hf://org/gpt2@v1", "hf://org/gpt2"])
+    commit = ng.commit_of("org", "gpt2", "v1")
+    folder_case("hf: @<commit sha> reads that commit", f"hf://org/gpt2@{commit}", "m/hub/org/gpt2/v1",
+                [f"hf://org/gpt2@{commit}", "hf://org/gpt2"])
+    folder_case("hf: a paginated tree listing (page size 2, Link rel=next) is followed", "hf://org/paged", "m/hub/org/paged/main",
+                ["hf://org/paged", "hf://org/paged@main"],
+                lambda c, entries: c.expect(any("cursor=" in e["uri"] for e in entries),
+                                            f"no request followed the Link header: {[e['uri'] for e in entries if '/api/' in e['uri']]}"))
+    folder_case("hf: a folder inside a repo (hf://org/nested/bert, paginated)", "hf://org/nested/bert", "m/hub/org/nested/main/bert",
+                ["hf://org/nested/bert", "hf://org/nested@main/bert"])
+
+    url = "hf://org/gated/model.safetensors"
+    loc = "m/hub/org/gated/main/model.safetensors"
+    if T.wanted("hf: gated"):
+        with T.case("hf: gated repo without HF_TOKEN: exit 4, one line naming the URL and HF_TOKEN") as c:
+            r = T.run(["summary", "--json", url], env)
+            T.error(c, r, url, (4,), "HF_TOKEN")
+        with T.case("hf: gated repo with a wrong HF_TOKEN: exit 4, the token never printed") as c:
+            r = T.run(["summary", url], T.env(**{**{k: env[k] for k in ("SSL_CERT_FILE", "HF_ENDPOINT")}, "HF_TOKEN": wrong_token}))
+            T.error(c, r, url, (4,), "HF_TOKEN")
+        with T.case("hf: gated repo with HF_TOKEN: the file's summary and check; the token never printed nor sent to the CDN") as c:
+            tenv = T.env(**{**{k: env[k] for k in ("SSL_CERT_FILE", "HF_ENDPOINT")}, "HF_TOKEN": hf_token})
+            seen = log_slice(lambda: hub_log(ng))
+            r = T.run(["summary", "--json", url], tenv)
+            entries = seen()
+            if T.ok(c, r):
+                got = T.docs(c, r)
+                lr = T.run(["summary", "--json", loc], T.base_env)
+                T.same(c, f"summary --json {url}", got, [url, "hf://org/gated@main/model.safetensors"], T.docs(c, lr), [loc])
+                rem = T.remote_obj(c, r, got[0], url) if got else None
+                if rem:
+                    c.expect(rem["requests"] == len(entries), f"{r}: remote.requests {rem['requests']}, the Hub and CDN saw {len(entries)}")
+            c.expect(any(e["server"] == "hub" and e["auth"] == "1" for e in entries), "the Hub never got the token")
+            c.expect(all(e["auth"] == "0" for e in entries if e["server"] == "cdn"), "the token reached the CDN")
+            r = T.run(["check", "--json", url], tenv)
+            T.clean(c, r)
+            c.expect(r.rc in (0, 1), f"{r}: check failed")
+            r = T.run(["diff", url, loc], tenv)
+            if T.ok(c, r):
+                c.expect("same:" in r.out, f"{r}: diff does not say 'same:'")
+    if T.wanted("hf: missing"):
+        with T.case("hf: a file the repo does not have: exit 3, one line naming the URL") as c:
+            u = "hf://org/files/nope.safetensors"
+            T.error(c, T.run(["summary", u], env), u, (3,))
+        with T.case("hf: a revision the repo does not have: exit 3, one line naming the URL") as c:
+            u = "hf://org/files@nope/model.safetensors"
+            T.error(c, T.run(["summary", u], env), u, (3,))
+
+
+def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
+    env = envs["s3"]
+
+    def dir_case(cname, url, loc, prefixes, e=None):
+        if not T.wanted(cname):
+            return
+        with T.case(cname) as c:
+            r = T.run(["summary", "--json", url], e or env)
+            if T.ok(c, r):
+                lr = T.run(["summary", "--json", loc], T.base_env)
+                T.same(c, f"summary --json {url}", T.docs(c, r), prefixes, T.docs(c, lr), [loc])
+
+    dir_case("s3: s3://ckpt/models/ (a prefix of several files) is the local directory", "s3://ckpt/models/", "m/s3/ckpt/models", ["s3://ckpt/models"])
+    dir_case("s3: s3://ckpt/hf/bert_enc/ (a sharded HF folder) is the local folder", "s3://ckpt/hf/bert_enc/", "m/s3/ckpt/hf/bert_enc", ["s3://ckpt/hf/bert_enc"])
+    url = "s3://ckpt/models/model.safetensors"
+    loc = "m/s3/ckpt/models/model.safetensors"
+    creds = {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION")}
+    if T.wanted("s3: wrong secret"):
+        with T.case("s3: wrong secret: exit 4, one line naming the s3:// URL, the secret never printed") as c:
+            r = T.run(["summary", "--json", url], T.env(**creds, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY=wrong_secret))
+            T.error(c, r, url, (4,))
+            c.expect(any(e.get("error") == "SignatureDoesNotMatch" for e in s3.requests), "the gateway saw no SignatureDoesNotMatch")
+    if T.wanted("s3: no credentials"):
+        with T.case("s3: no credentials at all: exit 4, one line naming the s3:// URL") as c:
+            T.error(c, T.run(["summary", url], T.env(**creds)), url, (4,))
+    if T.wanted("s3: missing"):
+        with T.case("s3: a key that does not exist: exit 3, one line naming the URL") as c:
+            u = "s3://ckpt/models/nope.pt"
+            T.error(c, T.run(["summary", u], env), u, (3,))
+        with T.case("s3: a bucket that does not exist: exit 3, one line naming the URL") as c:
+            u = "s3://nobucket/models/sd_compiled_211.pt"
+            T.error(c, T.run(["summary", u], env), u, (3,))
+    def cred_case(cname, e):
+        if not T.wanted(cname):
+            return
+        with T.case(cname) as c:
+            r = T.run(["summary", "--json", url], e)
+            if T.ok(c, r):
+                lr = T.run(["summary", "--json", loc], T.base_env)
+                T.same(c, f"summary --json {url}", T.docs(c, r), [url], T.docs(c, lr), [loc])
+
+    home = os.path.join(T.tmp, "home-aws")  # a HOME of its own: the other cases see no ~/.aws
+    aws = os.path.join(home, ".aws")
+    os.makedirs(aws, exist_ok=True)
+    with open(os.path.join(aws, "credentials"), "w") as f:
+        f.write("[default]\naws_access_key_id = NOPE\naws_secret_access_key = nope\n\n"
+                "[ckpt-test]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+    cred_case("s3: credentials from ~/.aws/credentials, profile AWS_PROFILE=ckpt-test",
+              T.env(**creds, HOME=home, AWS_PROFILE="ckpt-test"))
+    other = os.path.join(home, "elsewhere-credentials")
+    with open(other, "w") as f:
+        f.write("[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+    cred_case("s3: credentials from AWS_SHARED_CREDENTIALS_FILE ([default])", T.env(**creds, AWS_SHARED_CREDENTIALS_FILE=other))
+    cred_case("s3: session credentials (AWS_SESSION_TOKEN -> x-amz-security-token)",
+              T.env(**creds, AWS_ACCESS_KEY_ID="TEMPKEY", AWS_SECRET_ACCESS_KEY=temp_secret, AWS_SESSION_TOKEN=session_token))
+
+
+def cases_large(T, ng, envs, have_large, large, **_):
+    if not have_large or not T.wanted("large"):
+        return
+    url = f"{ng.http_url}/large.pt"
+    env = envs["http"]
+    size = os.path.getsize(large)
+    for cmd in ("summary", "check"):
+        with T.case(f"large: {cmd} of a {size >> 20} MiB torch.save zip over http://: <= 4 requests, <= 1 MiB, ranges only") as c:
+            seen = log_slice(lambda: ng.requests("http"))
+            r = T.run([cmd, "--json", url], env)
+            entries = [e for e in seen() if e["uri"] == "/large.pt"]
+            if cmd == "summary":
+                ok = T.ok(c, r)
+            else:
+                ok = T.clean(c, r) and c.expect(r.rc in (0, 1), f"{r}: check failed")
+            if ok:
+                docs = T.docs(c, r)
+                lr = T.run([cmd, "--json", os.path.relpath(large, T.tmp)], T.base_env)
+                T.same(c, f"{cmd} --json {url}", docs, [url], T.docs(c, lr), [os.path.relpath(large, T.tmp)])
+                if cmd == "summary" and docs:
+                    rem = T.remote_obj(c, r, docs[0], url)
+                    if rem:
+                        c.expect(rem["requests"] <= 4, f"{r}: {rem['requests']} requests, want <= 4")
+                        c.expect(rem["bytes"] <= MiB, f"{r}: {rem['bytes']} bytes fetched, want <= 1 MiB")
+            full = [e for e in entries if e["method"] == "GET" and not e["range"]]
+            c.expect(not full, f"nginx saw {len(full)} GET without Range for /large.pt")
+            c.expect(all(e["status"] in (206, 304) or e["method"] == "HEAD" for e in entries),
+                     f"statuses {[e['status'] for e in entries]}")
+            sent = sum(e["bytes"] for e in entries)
+            c.expect(sent <= MiB, f"nginx sent {sent} bytes of /large.pt, want <= 1 MiB")
+            c.expect(len(entries) <= 4, f"nginx saw {len(entries)} requests for /large.pt, want <= 4")
+
+
+def cases_failures(T, bad, envs, medium, files, **_):
+    env = envs["http"]
+    med_loc = os.path.relpath(medium, T.tmp)
+    st_loc = "m/www/model.safetensors"
+
+    def reqs(kind, name, since):
+        return [e for e in bad.requests[since:] if e["kind"] == kind and e["name"] == name]
+
+    def success(c, kind, name, loc, extra=()):
+        u = bad.url_for(kind, name)
+        n0 = len(bad.requests)
+        r = T.run(["summary", "--json", *extra, u], env)
+        entries = reqs(kind, name, n0)
+        if T.ok(c, r):
+            docs = T.docs(c, r)
+            lr = T.run(["summary", "--json", loc], T.base_env)
+            T.same(c, f"summary --json {u}", docs, [u], T.docs(c, lr), [loc])
+            rem = T.remote_obj(c, r, docs[0], u) if docs else None
+            if rem:
+                c.expect(rem["requests"] == len(entries), f"{r}: remote.requests {rem['requests']}, the server saw {len(entries)}")
+        return r, entries
+
+    def failure(c, kind, name, codes, *patterns, extra=(), timeout=60):
+        u = bad.url_for(kind, name)
+        n0 = len(bad.requests)
+        r = T.run(["summary", *extra, u], env, timeout=timeout)
+        T.error(c, r, u, codes, *patterns)
+        return r, reqs(kind, name, n0)
+
+    if T.wanted("fail: 404"):
+        with T.case("fail: 404: exit 3, one line naming the URL") as c:
+            failure(c, "missing", "model.safetensors", (3,))
+    if T.wanted("fail: 401"):
+        with T.case("fail: 401: exit 4, one line naming the URL") as c:
+            failure(c, "auth", "model.safetensors", (4,))
+    if T.wanted("fail: 403"):
+        with T.case("fail: 403: exit 4, one line naming the URL") as c:
+            failure(c, "forbidden", "model.safetensors", (4,))
+    if T.wanted("fail: flaky"):
+        with T.case("fail: flaky (a 500 on the first try of each range): success, the retries in the server's log") as c:
+            r, entries = success(c, "flaky", "medium.pt", med_loc)
+            c.expect(any(e["status"] == 500 for e in entries) and any(e["status"] in (200, 206) for e in entries),
+                     f"server log: {[e['status'] for e in entries]}")
+    if T.wanted("fail: busy"):
+        with T.case("fail: busy (a 429 with Retry-After: 1 once): success after waiting") as c:
+            r, entries = success(c, "busy", "model.safetensors", st_loc)
+            st = [e["status"] for e in entries]
+            if c.expect(len(entries) >= 2 and st[0] == 429, f"server log: {st}"):
+                c.expect(entries[1]["t"] - entries[0]["t"] >= 0.9, f"the retry came {entries[1]['t'] - entries[0]['t']:.2f} s after the 429 (Retry-After: 1)")
+    if T.wanted("fail: norange"):
+        with T.case("fail: a server that ignores Range: exit 3 or 4 saying so and naming --limit; success with --limit download-bytes=100M") as c:
+            failure(c, "norange", "medium.pt", (3, 4), r"range", r"--limit")
+            r, entries = success(c, "norange", "medium.pt", med_loc, extra=("--limit", "download-bytes=100M"))
+            c.expect(len(entries) <= 2, f"{len(entries)} whole downloads of medium.pt with --limit download-bytes (want it kept, <= 2)")
+    if T.wanted("fail: etag"):
+        with T.case("fail: the ETag changes between requests: an error saying the file changed") as c:
+            r, entries = failure(c, "etag", "medium.pt", (3, 4), r"chang")
+            c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
+    if T.wanted("fail: stall"):
+        with T.case("fail: a stalled body with --limit stall-seconds=2: an error within 30 s") as c:
+            r, entries = failure(c, "stall", "model.safetensors", (3, 4), extra=("--limit", "stall-seconds=2"), timeout=40)
+            c.expect(r.secs < 30, f"{r}: took {r.secs:.1f} s")
+    if T.wanted("fail: reset"):
+        with T.case("fail: a connection reset without a response, once: success after a retry") as c:
+            r, entries = success(c, "reset", "medium.pt", med_loc)
+            c.expect(entries and entries[0]["status"] == "reset", f"server log: {[e['status'] for e in entries]}")
+    if T.wanted("fail: short"):
+        with T.case("fail: a body cut short once: success after a retry") as c:
+            r, entries = success(c, "shortonce", "model.safetensors", st_loc)
+            c.expect(len(entries) >= 2, f"server log: {[e['status'] for e in entries]}")
+        with T.case("fail: a body always cut short: a clean error (or success), never a crash") as c:
+            u = bad.url_for("short", "model.safetensors")
+            r = T.run(["summary", "--json", u], env)
+            if r.rc == 0:
+                T.ok(c, r)
+            else:
+                T.error(c, r, u, (3, 4))
+
+
+def cases_tls(T, ng, envs, **_):
+    if not T.wanted("tls"):
+        return
+    for url in (f"{ng.https_url}/model.safetensors", "hf://org/files/model.safetensors"):
+        with T.case(f"tls: {url.split(':')[0]}:// with a self-signed certificate and no SSL_CERT_FILE: exit 4 naming the certificate") as c:
+            r = T.run(["summary", url], T.env(HF_ENDPOINT=ng.hub_url))
+            T.error(c, r, url, (4,), r"certificate|TLS|SSL")
+        with T.case(f"tls: {url.split(':')[0]}:// with SSL_CERT_FILE naming another CA bundle: exit 4") as c:
+            other = "/etc/ssl/certs/ca-certificates.crt"
+            if os.path.exists(other):
+                r = T.run(["summary", url], T.env(HF_ENDPOINT=ng.hub_url, SSL_CERT_FILE=other))
+                T.error(c, r, url, (4,), r"certificate|TLS|SSL")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
