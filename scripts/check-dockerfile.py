@@ -34,6 +34,26 @@ def owner(path):
     return None
 
 
+def depends_closure(pkgs):
+    """The packages and everything they depend on (Depends, Pre-Depends; alternatives: each that is
+    installed here), as dpkg knows them on this machine: what apt-get install brings along."""
+    seen, todo = set(), list(pkgs)
+    while todo:
+        p = todo.pop().split(":")[0]
+        if p in seen:
+            continue
+        seen.add(p)
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", p], capture_output=True, text=True)
+        if r.returncode != 0:
+            continue
+        for dep in r.stdout.split(","):
+            for alt in dep.split("|"):
+                name = alt.strip().split(" ")[0].split(":")[0]
+                if name:
+                    todo.append(name)
+    return seen
+
+
 def stages(text):
     """[(name, [instructions])] with continuation lines joined and comments dropped."""
     lines = [l for l in text.splitlines() if not l.lstrip().startswith("#")]
@@ -103,7 +123,7 @@ def main():
 
     # The build stage has the -dev package of everything CMake found.
     cache = open(args.cache).read()
-    for var in ("fmt_DIR", "nlohmann_json_DIR", "CLI11_DIR", "ZLIB_INCLUDE_DIR"):
+    for var in ("fmt_DIR", "nlohmann_json_DIR", "CLI11_DIR", "ZLIB_INCLUDE_DIR", "CURL_INCLUDE_DIR"):
         m = re.search(rf"^{var}:\w+=(.*)$", cache, re.M)
         if not m:
             continue
@@ -112,17 +132,21 @@ def main():
             (os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".cmake")), path)
         if var == "ZLIB_INCLUDE_DIR":
             target = os.path.join(path, "zlib.h")
+        if var == "CURL_INCLUDE_DIR":
+            target = os.path.join(path, "curl", "curl.h")
         pkg = owner(target)
         expect(f"build stage installs {pkg} (for {var}={path})", pkg in build_pkgs)
     for tool in ("g++", "cmake", "make"):
         expect(f"build stage installs {tool}", tool in build_pkgs)
 
-    # The runtime stage has the package of every shared library the binary maps.
+    # The runtime stage has the package of every shared library the binary maps, named or brought along
+    # as a dependency of one that is named.
+    run_closure = depends_closure(run_pkgs)
     for line in subprocess.run(["ldd", args.binary], capture_output=True, text=True, check=True).stdout.splitlines():
         m = re.search(r"=>\s+(/\S+)", line)
         if m:
             pkg = owner(m.group(1))
-            expect(f"runtime stage installs {pkg} (for {m.group(1)})", pkg == "libc6" or pkg in run_pkgs)
+            expect(f"runtime stage installs {pkg} (for {m.group(1)})", pkg == "libc6" or pkg in run_closure)
 
     run_text = "\n".join(runtime)
     dest = re.search(r"DESTDIR=(\S+)\s+cmake --install \S+ --prefix (\S+)", "\n".join(build))
