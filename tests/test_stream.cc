@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 
@@ -188,6 +190,46 @@ TEST_CASE("stream: a storage spanning many chunks, its transposed view, a slice 
     CHECK(stats.threads == threads);
     CHECK(stats.bytes[size_t(ReadPath::Cached)] == load.total_bytes());
   }
+}
+
+// A file served as a remote one is (src/remote's RemoteFile, whose ranges come over HTTP): the bytes in
+// memory, every read_at counted.
+namespace {
+struct MemorySource : FileSource {
+  std::string bytes;
+  mutable std::atomic<uint64_t> reads{0}, read_bytes{0};
+  const uint8_t* base() const override { return reinterpret_cast<const uint8_t*>(bytes.data()); }
+  uint64_t size() const override { return bytes.size(); }
+  void ensure(const uint8_t*, uint64_t) const override {}
+  void read_at(uint8_t* dst, uint64_t len, uint64_t off) const override {
+    REQUIRE(off + len <= bytes.size());
+    std::memcpy(dst, base() + off, len);
+    ++reads;
+    read_bytes += len;
+  }
+  void release(uint64_t, uint64_t) const override {}
+  bool present(uint64_t, uint64_t) const override { return false; }
+};
+}  // namespace
+
+TEST_CASE("stream: a remote file streams through range reads, each chunk one read, with torch's values") {
+  const json& truth = stream_truth()["big.pt"];
+  auto src = std::make_shared<MemorySource>();
+  std::ifstream in(stream_fixtures() / "big.pt", std::ios::binary);
+  src->bytes.assign(std::istreambuf_iterator<char>(in), {});
+  const Checkpoint ck = read_checkpoint(MappedFile::from_source(src, "https://example.invalid/big.pt"));
+  REQUIRE(ck.file->remote());
+  StreamOptions o;
+  o.chunk_bytes = 64 << 10;
+  o.ring_bytes = 4 * o.chunk_bytes;
+  o.threads = 2;
+  StreamStats stats;
+  CHECK(stream_and_check(ck, truth, o, false, &stats) == truth.size());
+  uint64_t total = 0;
+  for (uint64_t b : stats.bytes) total += b;
+  CHECK(stats.bytes[size_t(ReadPath::Remote)] == total);
+  CHECK(src->reads == stats.chunks);
+  CHECK(src->read_bytes == stats.file_bytes);
 }
 
 TEST_CASE("stream: unaligned storages packed in a chunk, read and counted a MiB at a time") {

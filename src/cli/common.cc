@@ -65,7 +65,8 @@ void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, 
   sub->add_option("file", o.files,
                   what +
                       "; several may be given, a directory is walked (recursively, sorted; DCP and sharded directories are "
-                      "read as one checkpoint) and - reads stdin")
+                      "read as one checkpoint), - reads stdin, and a URL is read with range requests: https://..., "
+                      "hf://ORG/REPO[@REVISION][/PATH], s3://BUCKET/KEY or s3://BUCKET/PREFIX/")
       ->required()
       ->type_name("FILE...");
   std::string exts;

@@ -15,7 +15,7 @@ namespace ckpt::cli {
 
 void setup_diff(CLI::App& app, DiffCliOptions& o) {
   auto* sub = app.add_subcommand("diff", "Compare two checkpoints: keys, dtypes, shapes, renames, and values");
-  sub->add_option("a", o.a, "First checkpoint (any format summary reads; - reads stdin)")->required()->type_name("A");
+  sub->add_option("a", o.a, "First checkpoint (any format summary reads; - reads stdin; a URL: https://, hf://, s3://)")->required()->type_name("A");
   sub->add_option("b", o.b, "Second checkpoint (- reads stdin; not both)")->required()->type_name("B");
   sub->add_flag(
       "--values", o.values,

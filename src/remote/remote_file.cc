@@ -130,13 +130,30 @@ bool RemoteFile::present(uint64_t off, uint64_t len) const {
   return true;
 }
 
+// A request that fails once the file is open fails the read as the environment's (exit 4), never as the
+// file's: a reader that takes an InputError for a malformed member and reads on must not take a network
+// failure (or a file changed on the server) for one.
+template <typename F>
+void mid_read(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    throw EnvironmentError(e.render());
+  }
+}
+
 void RemoteFile::ensure(const uint8_t* p, uint64_t len) const {
   if (len == 0 || p < buf_ || p >= buf_ + size_) return;
   const uint64_t off = static_cast<uint64_t>(p - buf_);
   len = std::min(len, size_ - off);
   if (present(off, len)) return;
+  mid_read([&] { fill(off, len); });
+}
+
+void RemoteFile::fill(uint64_t off, uint64_t len) const {
   std::lock_guard<std::mutex> lock(fetch_mu_);
   const uint64_t b0 = off / kBlock, b1 = (off + len - 1) / kBlock;
+  if (present(off, len)) return;  // another thread fetched it while this one waited
   // Runs of missing blocks, each grown to the first range's size over missing neighbours (forwards, then
   // backwards where the file ends), never into a block present or taken by the next run.
   const uint64_t min_blocks = kFirstRange / kBlock;
@@ -209,7 +226,9 @@ void RemoteFile::read_at(uint8_t* dst, uint64_t len, uint64_t off) const {
     std::memcpy(dst, buf_ + off, len);
     return;
   }
-  for (uint64_t at = 0; at < len; at += kPart) fetch(off + at, off + std::min(len, at + kPart) - 1, dst + at);
+  mid_read([&] {
+    for (uint64_t at = 0; at < len; at += kPart) fetch(off + at, off + std::min(len, at + kPart) - 1, dst + at);
+  });
 }
 
 void RemoteFile::release(uint64_t off, uint64_t len) const {

@@ -54,6 +54,7 @@ class RemoteFile : public FileSource {
   void fetch(uint64_t first, uint64_t last, uint8_t* dst) const;
   void mark(uint64_t first_block, uint64_t last_block) const;
   void note_redirect(const std::string& effective) const;
+  void fill(uint64_t off, uint64_t len) const;  // ensure()'s fetch of what is missing
   bool block_present(uint64_t b) const;
   Request request(uint64_t first, uint64_t last, uint8_t* dst) const;
 
