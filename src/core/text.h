@@ -39,6 +39,8 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
 // `\` alone keeps names with backslashes byte-identical and makes visible(visible(v)) == visible(v),
 // so text that is already escaped (InputError::render) can pass through again.
 std::string visible(std::string_view v);
+// Appends code point `cp` (at most 0x10FFFF) encoded as UTF-8.
+void append_utf8(std::string& out, uint32_t cp);
 // visible(v), cut after at most `most` bytes at an escape or character boundary (never inside `\x1b`
 // or a UTF-8 sequence); `cut` tells whether anything was left out.
 std::string visible_prefix(std::string_view v, size_t most, bool* cut = nullptr);

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/text.h"
 #include "core/vfs.h"
 #include "remote/http.h"
 #include "remote/remote_file.h"
@@ -199,22 +200,10 @@ std::string xml_decode(std::string_view s) {
       const std::string digits(ent.substr(hex ? 2 : 1));
       char* end = nullptr;
       const unsigned long cp = std::strtoul(digits.c_str(), &end, hex ? 16 : 10);
-      if (digits.empty() || *end || cp == 0 || cp > 0x10FFFF) {
+      if (digits.empty() || *end || cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
         out += s.substr(i, semi - i + 1);
-      } else if (cp < 0x80) {
-        out += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
       } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
+        append_utf8(out, static_cast<uint32_t>(cp));
       }
     } else {
       out += s.substr(i, semi - i + 1);

@@ -365,7 +365,21 @@ class HFRepo:
         return f"{self.org}/{self.name}"
 
 
-class NginxServers:
+class _Managed:
+    """`with X() as x`: start() on entry (stop() if it fails half-way), stop() on exit."""
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class NginxServers(_Managed):
     """nginx with three server blocks (plain HTTP files, the Hub over HTTPS, its CDN over HTTPS).
 
     Call add_file / add_hf_repo before start() (or entering the `with`)."""
@@ -727,16 +741,6 @@ class NginxServers:
         if self._own_tmp:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self):
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc):
-        self.stop()
-
     def requests(self, server=None):
         """The access log so far: dicts with server ('http', 'hub', 'cdn'), method, uri, status, bytes,
         range, if_range, auth ('1' when an Authorization header came), host, t."""
@@ -1006,7 +1010,7 @@ class _GatewayHandler(http.server.BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
 
 
-class S3Server:
+class S3Server(_Managed):
     """s3rver (node) on a fresh directory behind S3Gateway. `endpoint` is the gateway (AWS_ENDPOINT_URL)."""
 
     def __init__(self, tmp=None, access_key="S3RVER", secret_key="S3RVER", region="us-east-1", allow_anonymous=False):
@@ -1067,16 +1071,6 @@ class S3Server:
         self.proc = None
         if self._own_tmp:
             shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc):
-        self.stop()
 
     def curl(self, *args, secret=None, access_key=None, timeout=60):
         """The curl CLI signing with SigV4 through the gateway; returns CompletedProcess (text)."""
