@@ -1,6 +1,7 @@
 // Protocol-0 text arguments of the pickle machine: opcode names, STRING / UNICODE escapes, integers
 // as Python's int() reads them, Python 2 module names.
 #include "core/pickle_text.h"
+#include "core/text.h"
 
 #include <fmt/format.h>
 
@@ -242,12 +243,6 @@ std::string unescape_string(std::string_view body, const Cursor& c, uint64_t at)
 }
 
 // raw-unicode-escape: \uXXXX and \UXXXXXXXX become UTF-8, everything else is latin-1.
-namespace {
-
-}
-
-}  // namespace
-
 std::string raw_unicode_escape(std::string_view in) {
   std::string out;
   for (size_t k = 0; k < in.size(); ++k) {
