@@ -3,7 +3,7 @@
 # the missing packages), build the ckpt target, summarize a bundled checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh g++ cmake make zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev
+scripts/deps.sh g++ cmake make zlib1g-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev
 flags=(-DCKPT_BUILD_TESTS=OFF)
 # A fresh build directory is configured without LibTorch; an existing one keeps its choice.
 [ -f build/CMakeCache.txt ] || flags+=(-DCKPT_WITH_TORCH=OFF)

@@ -13,7 +13,9 @@
 #include <cstring>
 
 #include "core/text.h"
+#ifdef CKPT_REMOTE
 #include "remote/remote.h"
+#endif
 
 namespace ckpt::cli {
 
@@ -25,7 +27,9 @@ Limits LimitOptions::resolve() const {
     const std::string err = set_limit(lim, kv.substr(0, eq), kv.substr(eq + 1));
     if (!err.empty()) throw UsageError("--limit: " + err);
   }
+#ifdef CKPT_REMOTE
   remote::install(lim);  // URLs read with these time-outs and retries
+#endif
   return lim;
 }
 

@@ -64,7 +64,8 @@ std::vector<Entry> list(const std::string& dir) {
 std::shared_ptr<MappedFile> open(const std::string& path) {
   if (Remote* r = remote_for(path)) return r->open(path);
   if (is_url(path))
-    throw InputError(path, "is a URL of a scheme ckpt does not read (https://, http://, hf://, s3:// are read)");
+    throw InputError(path, installed() ? "is a URL of a scheme ckpt does not read (https://, http://, hf://, s3:// are read)"
+                                       : "is a URL, and this ckpt was built without remote inputs (no libcurl)");
   return MappedFile::open(path);
 }
 
