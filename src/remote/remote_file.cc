@@ -55,6 +55,11 @@ RemoteFile::~RemoteFile() {
 }
 
 void RemoteFile::allocate(uint64_t size) {
+  // A size no file has (a hostile Content-Range or listing) must not overflow the block arithmetic below,
+  // nor ask for a bitmap of gigabytes: 64 TiB is past any checkpoint and any address space's half.
+  constexpr uint64_t kMaxSize = 1ull << 46;
+  if (size > kMaxSize)
+    throw InputError(spec_.display, fmt::format("the server gives a size of {} bytes, more than the {} bytes ckpt reads", size, kMaxSize));
   size_ = size;
   blocks_ = (size + kBlock - 1) / kBlock;
   map_bytes_ = std::max<uint64_t>(blocks_ * kBlock, kBlock);
@@ -62,8 +67,7 @@ void RemoteFile::allocate(uint64_t size) {
   if (p == MAP_FAILED)
     throw EnvironmentError(fmt::format("{}: cannot reserve {} bytes of address space: {}", spec_.display, size, std::strerror(errno)));
   buf_ = static_cast<uint8_t*>(p);
-  bits_.reset(new std::atomic<uint64_t>[(blocks_ + 63) / 64 + 1]);
-  for (uint64_t i = 0; i < (blocks_ + 63) / 64 + 1; ++i) bits_[i].store(0, std::memory_order_relaxed);
+  bits_.reset(new std::atomic<uint64_t>[(blocks_ + 63) / 64 + 1]());
 }
 
 void RemoteFile::note_redirect(const std::string& effective) const {
