@@ -101,6 +101,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_CKPT_PACKAGE_NAME ckpt)
+# libcurl is opened on first use of a URL (src/remote/http.cc), so shlibdeps does not see it.
+set(CPACK_DEBIAN_CKPT_PACKAGE_RECOMMENDS "libcurl4")
 set(CPACK_DEBIAN_CKPT_DESCRIPTION
     "inspect PyTorch checkpoints without Python\n ckpt summary, check and diff read torch.save files, Lightning checkpoints,\n TorchScript and torch.export archives, safetensors and sharded checkpoints with\n their own readers, never running a pickle; no LibTorch needed.")
 set(CPACK_DEBIAN_TORCH_PACKAGE_NAME ckpt-torch)

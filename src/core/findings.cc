@@ -495,12 +495,6 @@ std::vector<Finding> scan_findings(const PickleScan& scan) {
   return out;
 }
 
-namespace {
-// A remote file is scanned for its pickles only: the check of every member's local header (a name that
-// differs from the directory's) would cost one range request per member of a file of any size.
-ScanScope remote_scope(const MappedFile& f, ScanScope scope) { return f.remote() ? ScanScope::Pickles : scope; }
-}  // namespace
-
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits) {
   CheckResult r;
   std::optional<Checkpoint> ck;
@@ -510,7 +504,7 @@ CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& li
     r.scanned = true;
   } catch (const InputError& e) { r.read_error = e.render(); }
   try {
-    auto sec = scan_findings(scan_pickles(*file, limits, ck ? &*ck : nullptr, remote_scope(*file, ScanScope::Full)));
+    auto sec = scan_findings(scan_pickles(*file, limits, ck ? &*ck : nullptr));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
     r.scanned = true;
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
@@ -525,16 +519,14 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
 
 std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits, ScanScope scope) {
   if (!is_index_path(path) && !vfs::is_dir(path)) {
-    if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck, remote_scope(*ck->file, scope)));  // the reader's mapping and globals
-    const auto file = vfs::open(path);
-    return scan_findings(scan_pickles(*file, limits, nullptr, remote_scope(*file, ScanScope::Full)));
+    if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck, scope));  // the reader's mapping and globals
+    return security_findings(*vfs::open(path), limits);
   }
   std::vector<Finding> out;
   if (!ck) return out;
   // The files the reader named (shards, DCP's .metadata); the locations name the file.
   for (const ScanFile& f : ck->scan_files) {
-    const auto file = vfs::open(f.path);
-    for (Finding x : scan_findings(scan_pickles(*file, limits, nullptr, remote_scope(*file, ScanScope::Full)))) {
+    for (Finding x : scan_findings(scan_pickles(*vfs::open(f.path), limits))) {
       for (auto& w : x.where) w = f.label + ":" + w;
       for (Location& l : x.locations) l.file = f.label;
       out.push_back(std::move(x));

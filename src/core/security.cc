@@ -372,6 +372,9 @@ class Scanner {
 }  // namespace
 
 PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Checkpoint* read, ScanScope scope) {
+  // A remote file is scanned for its pickles only: the check of every member's local header would cost
+  // one range request per member of a file of any size.
+  if (file.remote()) scope = ScanScope::Pickles;
   Scanner s(limits, read && read->file.get() == &file ? read : nullptr, scope);
   s.file(file.view(), "", 0);
   return s.take();

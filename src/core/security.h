@@ -76,6 +76,7 @@ struct PickleScan {
 // What a scan looks at. Full (check): every pickle, and every zip member's local header (a name that
 // differs from the directory's is zip-name-mismatch). Pickles (summary): the pickles only, so that no
 // page of tensor data is touched (a member's local header shares its page with the member's data).
+// A remote file (MappedFile::remote) is always scanned as Pickles.
 enum class ScanScope : uint8_t { Full, Pickles };
 
 // With `read`, the reader's checkpoint of this file: its zip directory and its data.pkl globals are

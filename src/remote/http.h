@@ -28,7 +28,7 @@ struct Settings {
 // Set once at startup from --limit (before any request).
 void configure(const Settings& s);
 const Settings& settings();
-// curl_global_init and the shared connection cache; once, before threads start.
+// curl_global_init and the shared connection cache; once (get() calls it).
 void init();
 
 // Credentials for a request.

@@ -340,9 +340,17 @@ class RemoteFs : public vfs::Remote {
     return MappedFile::from_source(RemoteFile::open(std::move(spec)), display_url(path));
   }
 
+  // One Auth per repo, the token read once (HF_TOKEN or its file), not once per file opened.
   std::shared_ptr<const Auth> hf_auth(const HfPath& p) {
-    auto a = std::make_shared<Auth>();
-    a->bearer = hf_token();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!token_read_) {
+      token_ = hf_token();
+      token_read_ = true;
+    }
+    auto& a = hf_auths_[p.repo];
+    if (a) return a;
+    a = std::make_shared<Auth>();
+    a->bearer = token_;
     a->hint = a->bearer.empty() ? fmt::format("{} may be gated or private: set HF_TOKEN to a token with access to it", p.repo)
                                 : fmt::format("the token in HF_TOKEN may have no access to {}", p.repo);
     return a;
@@ -400,9 +408,6 @@ class RemoteFs : public vfs::Remote {
         }
       }
       next = next_link(resp.link);
-    }
-    if (!p.path.empty() && !t.files.count(p.path) && !t.dirs.count(p.path)) {
-      // Not an error here: kind() answers Missing, open() and list() say what is missing.
     }
     return trees_.emplace(key, std::move(t)).first->second;
   }
@@ -479,6 +484,9 @@ class RemoteFs : public vfs::Remote {
   std::map<std::string, S3List> s3_lists_;
   std::map<std::string, std::weak_ptr<MappedFile>> open_;  // remote files still open, by path
   std::once_flag s3_once_;
+  bool token_read_ = false;  // token_: under mu_
+  std::string token_;
+  std::map<std::string, std::shared_ptr<Auth>> hf_auths_;
   S3Config s3_;
 };
 
@@ -570,8 +578,7 @@ void install(const Limits& limits) {
   s.stall_seconds = limits.stall_seconds;
   s.retries = limits.retries;
   s.download_bytes = limits.download_bytes;
-  configure(s);
-  init();
+  configure(s);  // libcurl itself starts with the first request (http.cc): a local input never pays for it
   static bool installed = false;
   if (!installed) {
     vfs::install(std::make_shared<RemoteFs>());

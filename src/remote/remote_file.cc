@@ -26,7 +26,8 @@ std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
   }
   // The first range: its response says the size (Content-Range) and the ETag.
   std::string first(kFirstRange, '\0');
-  Request r = f->request(0, kFirstRange - 1, reinterpret_cast<uint8_t*>(first.data()));
+  std::shared_ptr<const Auth> keep;
+  Request r = f->request(0, kFirstRange - 1, reinterpret_cast<uint8_t*>(first.data()), &keep);
   r.if_range.clear();
   r.accept_416 = true;  // an empty file has no byte 0
   // A server that ignores Range sends the whole file: taken when it is no larger than the first range
@@ -79,12 +80,13 @@ void RemoteFile::note_redirect(const std::string& effective) const {
   url_ = effective;
 }
 
-Request RemoteFile::request(uint64_t first, uint64_t last, uint8_t* dst) const {
+Request RemoteFile::request(uint64_t first, uint64_t last, uint8_t* dst, std::shared_ptr<const Auth>* keep) const {
   Request r;
   {
     std::lock_guard<std::mutex> lock(url_mu_);
     r.url = url_;
-    r.auth = auth_.get();
+    *keep = auth_;  // alive while the request uses it, whatever a redirect does to auth_ meanwhile
+    r.auth = keep->get();
     // If-Range needs a strong validator: a weak one never matches, and every range would come back whole.
     if (!etag_.empty() && etag_.rfind("W/", 0) != 0) r.if_range = etag_;
   }
@@ -99,13 +101,7 @@ Request RemoteFile::request(uint64_t first, uint64_t last, uint8_t* dst) const {
 
 void RemoteFile::fetch(uint64_t first, uint64_t last, uint8_t* dst) const {
   std::shared_ptr<const Auth> keep;
-  {
-    std::lock_guard<std::mutex> lock(url_mu_);
-    keep = auth_;  // alive while the request uses it
-  }
-  Request r = request(first, last, dst);
-  if (!keep) r.auth = nullptr;
-  const Response resp = get(r);
+  const Response resp = get(request(first, last, dst, &keep));
   if (resp.total != UINT64_MAX && resp.total != size_)
     throw InputError(spec_.display, fmt::format("changed on the server while being read (it had {} bytes, now {}): read it again",
                                                 size_, resp.total));

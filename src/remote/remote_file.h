@@ -56,7 +56,9 @@ class RemoteFile : public FileSource {
   void note_redirect(const std::string& effective) const;
   void fill(uint64_t off, uint64_t len) const;  // ensure()'s fetch of what is missing
   bool block_present(uint64_t b) const;
-  Request request(uint64_t first, uint64_t last, uint8_t* dst) const;
+  // A ranged request of the file as it stands (URL after redirects, credentials, If-Range); `keep` holds
+  // the credentials it points to.
+  Request request(uint64_t first, uint64_t last, uint8_t* dst, std::shared_ptr<const Auth>* keep) const;
 
   FileSpec spec_;
   mutable std::string url_;  // the redirect's target once known (a CDN), so later ranges skip the redirect
