@@ -114,6 +114,10 @@ def short_desc(text, width=WIDTH):
     cut = text[:width]  # room for the ellipsis: the character at width is a space or is dropped
     if text[width] != " ":
         cut = cut[:cut.rfind(" ")] if " " in cut else cut
+    # A parenthesis opened just before the cut says too little to keep: "ones (3.0…".
+    paren = cut.rfind("(")
+    if cut.count("(") > cut.count(")") and paren > 0 and cut[paren - 1] == " " and len(cut) - paren <= 12:
+        cut = cut[:paren]
     cut = cut.rstrip(" ,;:-(/")
     # One word longer than width: keep it whole rather than cut it.
     if not cut:
@@ -288,8 +292,8 @@ def zsh_specs(options):
         desc = zsh_bracket(short_desc(o["description"]))
         action = "" if o["value"] is None else zsh_action(o)
         # Names of one option exclude each other (one is enough), unless it may be given again.
-        excl = "" if o["repeatable"] or len(names) < 2 else "(" + " ".join(names) + ")"
-        rep = "*" if o["repeatable"] else ""
+        rep = "*" if o["repeatable"] and o["value"] is not None else ""  # a flag twice says nothing more
+        excl = "" if rep or len(names) < 2 else "(" + " ".join(names) + ")"
         for w in names:
             form = w
             if o["value"] is not None:
