@@ -48,27 +48,37 @@ int rank(Severity s) { return s == Severity::Info ? 0 : s == Severity::Warning ?
 void setup_check(CLI::App& app, CheckOptions& o) {
   auto* sub = app.add_subcommand("check", "Compile, load and security findings, with an exit code for CI");
   add_input_options(sub, o.inputs, "Checkpoint to check", true);
-  sub->add_flag("--json", o.json, "JSON output (schema ckpt.check/1); the same as --format json");
-  sub->add_option("--format", o.format, "Output: text, json (schema ckpt.check/1) or sarif (SARIF 2.1.0)")
-      ->check(CLI::IsMember({"text", "json", "sarif"}))
-      ->type_name("FORMAT");
-  sub->add_option("--fail-on", o.fail_on,
-                  "Exit 1 when a finding reaches this severity; a file that was not (fully) scanned exits 3 unless "
-                  "this is never")
-      ->check(CLI::IsMember({"info", "warning", "error", "never"}))
-      ->default_val("error");
+  one_of(sub->add_option("-f,--format", o.format,
+                         "Output: text, json (one document, schema ckpt.check/1: for one FILE that is one "
+                         "checkpoint), jsonl (JSON Lines, one document per input, whatever the operands) or sarif "
+                         "(SARIF 2.1.0, one log for all inputs)")
+             ->type_name("FORMAT"),
+         {"text", "json", "jsonl", "sarif"});
+  sub->add_flag("--json", o.json, "Same as --format json");
+  sub->add_flag("--jsonl", o.jsonl, "Same as --format jsonl");
+  one_of(sub->add_option("--fail-on", o.fail_on,
+                         "Exit 1 when a finding reaches this severity; a file that was not (fully) scanned exits 3 "
+                         "unless this is never")
+             ->default_val("error")
+             ->type_name("LEVEL"),
+         {"info", "warning", "error", "never"});
   std::string ids;
   for (const RuleInfo& r : rule_catalogue()) ids += std::string(ids.empty() ? "" : ", ") + r.id;
-  sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)
+  std::vector<std::string> id_list;
+  for (const RuleInfo& r : rule_catalogue()) id_list.push_back(r.id);
+  auto* only = sub->add_option("--only", o.only, "Report only these rule ids (comma-separated or repeated): " + ids)
       ->type_name("IDS")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)  // repeatable, as the help says
       ->allow_extra_args(false);
-  sub->add_option("--skip", o.skip, "Do not report these rule ids")
+  auto* skip = sub->add_option("--skip", o.skip, "Do not report these rule ids (comma-separated or repeated)")
       ->type_name("IDS")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
+  suggest(only, id_list);
+  suggest(skip, id_list);
+  add_color_option(sub);
   add_limit_option(sub, o);
 }
 
@@ -80,9 +90,8 @@ static std::optional<Severity> fail_on_severity(const std::string& level) {
 }
 
 int run_check(const CheckOptions& o) {
-  if (o.json && !o.format.empty() && format_named(o.format) != OutputFormat::Json)
-    throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
-  const OutputFormat format = output_format(o.format, o.json);
+  refuse_format_conflicts(o.format, !o.format.empty(), o.json, o.jsonl);
+  const OutputFormat format = output_format(o.format, o.json, o.jsonl);
   const auto only = split_ids(o.only), skip = split_ids(o.skip);
   for (const auto& id : only) {
     const auto& cat = rule_catalogue();
@@ -97,6 +106,7 @@ int run_check(const CheckOptions& o) {
 
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
+  (void)json_shape(format, in.several);  // --json with several results: a usage error naming --jsonl
   const std::optional<Severity> fail_at = fail_on_severity(o.fail_on);  // nullopt: never
   const int threshold = fail_at ? rank(*fail_at) : 99;
   const bool never = !fail_at;
@@ -138,9 +148,9 @@ int run_check(const CheckOptions& o) {
       rep.failed |= rank(f.severity) >= threshold;
     }
 
-    if (format == OutputFormat::Json) {
+    if (format == OutputFormat::Json || format == OutputFormat::JsonLines) {
       const std::string doc = check_json_text(rep);
-      const std::string text = in.several ? json_line(doc) : doc;
+      const std::string text = format == OutputFormat::JsonLines ? json_line(doc) : doc;
       write_output(out, text);
     } else if (format == OutputFormat::Text) {
       const std::string text = render_check_text(rep, use_color(STDOUT_FILENO));

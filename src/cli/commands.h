@@ -18,8 +18,8 @@ namespace ckpt::cli {
 struct SummaryOptions : LimitOptions {
   InputOptions inputs;
   int depth = 1;
-  std::string format = "text";  // text | json | markdown
-  bool json = false;  // --json, same as --format json
+  std::string format = "text";  // text | json | jsonl | markdown
+  bool json = false, jsonl = false;  // --json, --jsonl: same as --format json / jsonl
   std::string model;  // TorchScript architecture: sizes lazy entries, gives rows their types
   std::string strip_prefix, add_prefix;
   std::vector<std::string> example_inputs;  // SPECs: one forward with LibTorch (ckpt-torch)
@@ -27,6 +27,7 @@ struct SummaryOptions : LimitOptions {
   std::string device = "cpu";
   bool tensors = false;  // --tensors: the tensor table in text / Markdown
   bool exact = false;  // --exact: exact counts, per-dtype counts, the count without embeddings
+  bool verbose = false;  // --verbose: the container's internals on the Format: line
   std::vector<std::string> match;  // --match GLOB: only these tensors in it (implies --tensors)
   bool memory = false;  // --memory: accelerate's totals, Adam's peak, the KV cache (core/memory.h)
   MemoryOptions memory_options;  // --batch, --seq-len, --dtype
@@ -46,8 +47,8 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
 
 struct CheckOptions : LimitOptions {
   InputOptions inputs;
-  bool json = false;  // the alias of --format json
-  std::string format;  // text | json | sarif; "" = text, or json with --json
+  bool json = false, jsonl = false;  // the aliases of --format json / jsonl
+  std::string format;  // text | json | jsonl | sarif; "" = text
   std::string fail_on = "error";  // info | warning | error | never
   std::vector<std::string> only;  // rule ids (comma-separated or repeated)
   std::vector<std::string> skip;
@@ -61,6 +62,7 @@ struct DiffCliOptions : LimitOptions, TextOrJsonOptions {
   bool values = false;
   double atol = 0.0, rtol = 0.0;
   std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
+  bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
 };
 
 void setup_diff(CLI::App& app, DiffCliOptions& o);

@@ -34,45 +34,84 @@ Limits LimitOptions::resolve() const {
 }
 
 void add_limit_option(CLI::App* sub, LimitOptions& o) {
-  sub->add_option("--limit", o.limits,
+  std::vector<std::string> names;  // offered by the completions: "pickle-depth=", ...
+  const std::string all = describe_limits();
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = std::min(all.find(", ", at), all.size());
+    names.push_back(all.substr(at, all.find('=', at) + 1 - at));
+    at = end + 2;
+  }
+  auto* opt = sub->add_option("--limit", o.limits,
                   "Raise or lower a resource limit, NAME=VALUE (k/M/G suffixes); defaults: " + describe_limits())
       ->type_name("NAME=VALUE")
       ->type_size(1)
       ->expected(1)  // one value per --limit, repeatable: a following FILE is never taken for one
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
+  suggest(opt, names, true);
 }
 
-void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema) {
-  sub->add_option("-f,--format", o.format, "Output format: text (default) or json (schema " + schema + ")")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->type_name("FORMAT");
-  sub->add_flag("--json", o.json, "Same as --format json; with --format text, a usage error");
+void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema, bool lines) {
+  std::vector<std::string> formats = {"text", "json"};
+  if (lines) formats.push_back("jsonl");
+  one_of(sub->add_option("-f,--format", o.format,
+                         lines ? "Output: text (default), json (one document, schema " + schema +
+                                     ") or jsonl (JSON Lines: one document per line, one per input)"
+                               : "Output: text (default) or json (schema " + schema + ")")
+             ->type_name("FORMAT"),
+         formats);
+  sub->add_flag("--json", o.json,
+                lines ? "Same as --format json: one JSON document, for one FILE that is one checkpoint"
+                      : "Same as --format json");
+  if (lines) sub->add_flag("--jsonl", o.jsonl, "Same as --format jsonl: JSON Lines, whatever the operands");
 }
 
 OutputFormat format_named(const std::string& format) {
-  static const std::pair<const char*, OutputFormat> kNames[] = {
-      {"json", OutputFormat::Json}, {"markdown", OutputFormat::Markdown}, {"sarif", OutputFormat::Sarif}};
+  static const std::pair<const char*, OutputFormat> kNames[] = {{"json", OutputFormat::Json},
+                                                                {"jsonl", OutputFormat::JsonLines},
+                                                                {"markdown", OutputFormat::Markdown},
+                                                                {"sarif", OutputFormat::Sarif}};
   for (const auto& [name, f] : kNames)
     if (format == name) return f;
   return OutputFormat::Text;  // "text", or not given
 }
 
-OutputFormat output_format(const std::string& format, bool json) { return json ? OutputFormat::Json : format_named(format); }
+OutputFormat output_format(const std::string& format, bool json, bool jsonl) {
+  return jsonl ? OutputFormat::JsonLines : json ? OutputFormat::Json : format_named(format);
+}
+
+void refuse_format_conflicts(const std::string& format, bool format_given, bool json, bool jsonl) {
+  if (json && jsonl) throw UsageError("--json conflicts with --jsonl (one document, or one line per result)");
+  const OutputFormat f = format_named(format);
+  if (json && format_given && f != OutputFormat::Json)
+    throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", format));
+  if (jsonl && format_given && f != OutputFormat::JsonLines)
+    throw UsageError(fmt::format("--jsonl conflicts with --format {} (--jsonl is --format jsonl)", format));
+}
 
 void validate_text_or_json(const TextOrJsonOptions& o) {
-  if (o.json && !o.format.empty() && format_named(o.format) == OutputFormat::Text)
-    throw UsageError("--json conflicts with --format text (--json is --format json)");
+  refuse_format_conflicts(o.format, !o.format.empty(), o.json, o.jsonl);
+}
+
+JsonShape json_shape(OutputFormat f, bool several) {
+  if (f == OutputFormat::JsonLines) return JsonShape::Lines;
+  if (f != OutputFormat::Json) return JsonShape::None;
+  if (several)
+    throw UsageError(
+        "--json prints one JSON document, and these operands give several results (several FILEs, or a directory "
+        "walked): use --jsonl for JSON Lines, one document per line");
+  return JsonShape::Document;
 }
 
 void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs) {
-  sub->add_option("file", o.files,
+  sub->add_option("FILE", o.files,
                   what +
                       "; several may be given, a directory is walked (recursively, sorted; DCP and sharded directories are "
                       "read as one checkpoint), - reads stdin, and a URL is read with range requests: https://..., "
                       "hf://ORG/REPO[@REVISION][/PATH], s3://BUCKET/KEY or s3://BUCKET/PREFIX/")
       ->required()
       ->type_name("FILE...");
+  sub->get_option("FILE")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::string exts;
   for (const char* const* e = kCheckpointExtensions; *e; ++e) exts += std::string(exts.empty() ? "" : " ") + *e;
   sub->add_option("--include", o.include,
@@ -93,14 +132,35 @@ void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, 
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
   if (jobs)
-    sub->add_option("-j,--jobs", o.jobs, "Read this many files at once (default: one per core); results stay in input order")
-        ->type_name("N")
-        ->check(CLI::Range(1u, 1024u));
+    complete_none(integer_in(
+        sub->add_option("-j,--jobs", o.jobs, "Read this many files at once (default: one per core); results stay in input order")
+            ->type_name("N"),
+        1, 1024));
+}
+
+namespace {
+std::string color_when = "auto";  // --color: one command per process
+
+bool env_set(const char* name, bool zero_is_off) {
+  const char* v = std::getenv(name);
+  return v && *v && !(zero_is_off && std::strcmp(v, "0") == 0);
+}
+}  // namespace
+
+void add_color_option(CLI::App* sub) {
+  one_of(sub->add_option("--color", color_when,
+                         "Colour the output: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR or "
+                         "CLICOLOR_FORCE force it), always or never; --color alone is always")
+             ->type_name("WHEN"),
+         {"auto", "always", "never"});
 }
 
 bool use_color(int fd) {
-  const char* nc = std::getenv("NO_COLOR");
-  return isatty(fd) && (nc == nullptr || nc[0] == '\0');
+  if (color_when == "always") return true;
+  if (color_when == "never") return false;
+  if (env_set("NO_COLOR", false)) return false;
+  if (env_set("FORCE_COLOR", true) || env_set("CLICOLOR_FORCE", true)) return true;
+  return isatty(fd);
 }
 
 void print_usage_error(const std::string& message, const std::string& help_for) {
@@ -182,7 +242,15 @@ std::vector<std::string> option_names(const CLI::App& app) {
 }  // namespace
 
 std::optional<int> preparse(CLI::App& app, int argc, char** argv, const std::string& version, std::string& command) {
+  // --color alone is --color=always (GNU's optional argument: a following word is never its WHEN).
+  static char always[] = "--color=always";
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    if (std::strcmp(argv[i], "--color") == 0) argv[i] = always;
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--cli-spec") {  // hidden: completions/generate.py reads it
+    fmt::print("{}", cli_spec(app));
+    return 0;
+  }
   // --version / -V anywhere before `--` (and before any --help, which answers first) prints the version.
   for (const std::string& a : args) {
     if (a == "--" || is_help(a)) break;

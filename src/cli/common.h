@@ -21,27 +21,59 @@ struct LimitOptions {
 };
 void add_limit_option(CLI::App* sub, LimitOptions& o);
 
-// What --format (checked by CLI11 against the command's list) and --json ask for, decided once.
-enum class OutputFormat : uint8_t { Text, Json, Markdown, Sarif };
+// Option values in ckpt's words (help.cc): a value from a list (also offered by the completions), values
+// offered but not enforced, no completion at all, whole numbers in a range, numbers >= 0, byte sizes
+// with k/M/G/T (x1024, rewritten to bytes). Each returns `opt`.
+CLI::Option* one_of(CLI::Option* opt, const std::vector<std::string>& values);
+CLI::Option* suggest(CLI::Option* opt, const std::vector<std::string>& values, bool nospace = false);
+CLI::Option* complete_none(CLI::Option* opt);
+CLI::Option* integer_in(CLI::Option* opt, long long lo, long long hi);
+CLI::Option* non_negative_number(CLI::Option* opt);
+CLI::Option* byte_size(CLI::Option* opt);
+// --help in GNU's layout (usage, operands, options wrapped at 80 columns, defaults) for `app` and its commands.
+void use_help(CLI::App& app);
+// A CLI11 parse error in ckpt's words ("missing operand FILE", "--depth needs a value (N)").
+std::string usage_message(const CLI::ParseError& e);
+// `ckpt --cli-spec`: every command's operands and options, their value kinds and choices, as JSON
+// (schema ckpt.cli/1): what completions/generate.py writes the shell completions from.
+std::string cli_spec(const CLI::App& app);
+
+// --color=WHEN (auto, always, never) on every command; one setting per process.
+void add_color_option(CLI::App* sub);
+
+// What --format and --json / --jsonl ask for, decided once.
+enum class OutputFormat : uint8_t { Text, Json, JsonLines, Markdown, Sarif };
 // A --format value by name ("" = not given: text).
 OutputFormat format_named(const std::string& format);
-// What is asked for: JSON with --json (a conflicting --format was refused before), else --format.
-OutputFormat output_format(const std::string& format, bool json);
+// What is asked for: JSON with --json, JSON Lines with --jsonl (a conflicting --format was refused
+// before), else --format.
+OutputFormat output_format(const std::string& format, bool json, bool jsonl = false);
+// --json, --jsonl and --format together: a UsageError where they ask for different outputs.
+void refuse_format_conflicts(const std::string& format, bool format_given, bool json, bool jsonl);
+// How a JSON result is printed: one document (--json: only where the operands give one result: a
+// UsageError otherwise, naming --jsonl), one line per result (--jsonl), or not JSON.
+enum class JsonShape : uint8_t { None, Document, Lines };
+JsonShape json_shape(OutputFormat f, bool several);
 
 // --format text|json and its alias --json, for the commands whose outputs are text or one JSON schema
 // (diff, load). --json with --format text is refused: the two ask for different outputs.
 struct TextOrJsonOptions {
-  bool json = false;
-  std::string format;  // "", text or json
-  bool wants_json() const { return output_format(format, json) == OutputFormat::Json; }
+  bool json = false, jsonl = false;
+  std::string format;  // "", text, json or jsonl
+  bool wants_json() const {
+    const OutputFormat f = output_format(format, json, jsonl);
+    return f == OutputFormat::Json || f == OutputFormat::JsonLines;
+  }
 };
-void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema);
+// `lines`: the command may have several results, and takes --jsonl / --format jsonl.
+void add_text_or_json_options(CLI::App* sub, TextOrJsonOptions& o, const std::string& schema, bool lines);
 void validate_text_or_json(const TextOrJsonOptions& o);  // throws UsageError
 // FILE... operands, --include / --exclude and (with `jobs`) -j/--jobs: the many-inputs options (inputs.h).
 // `what` describes one FILE in the help.
 void add_input_options(CLI::App* sub, InputOptions& o, const std::string& what, bool jobs);
 
-// Colour on a TTY only, never with NO_COLOR set (https://no-color.org).
+// Colour: --color=always / never when given; else never with NO_COLOR set (https://no-color.org), always
+// with FORCE_COLOR or CLICOLOR_FORCE set (and not 0), else on a terminal only.
 bool use_color(int fd);
 
 // Usage errors: every one starts `ckpt: error:`, like ckpt's other errors, so that scripts and users

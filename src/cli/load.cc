@@ -178,7 +178,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
   std::string text = o.wants_json() ? load_json_text(rep) : render_load_text(rep, use_color(STDOUT_FILENO), o.tensors);
-  if (o.wants_json() && several) text = json_line(text);
+  if (output_format(o.format, o.json, o.jsonl) == OutputFormat::JsonLines) text = json_line(text);
   write_output(out, text);
   flush_output(out);
   // With several inputs each file's tensors and mapping go before the next is loaded (device memory).
@@ -199,10 +199,11 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
 int run_load(const LoadOptions& o) {
   const double startup = process_age();
   const Expanded in = expand_inputs(o.inputs);
+  const JsonShape shape = json_shape(output_format(o.format, o.json, o.jsonl), in.several);
   RunPlan plan;
   plan.jobs = 1;  // one after another: each file is materialized on the device
-  if (in.several && o.wants_json()) plan.error_records_for = "load";
-  if (in.several && !o.wants_json())
+  if (shape == JsonShape::Lines) plan.error_records_for = "load";
+  if (in.several && shape == JsonShape::None)
     plan.header = [](size_t index, const InputItem& item, std::FILE* out) {
       fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
     };

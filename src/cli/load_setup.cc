@@ -15,9 +15,11 @@ void setup_load(CLI::App& app, LoadOptions& o) {
                     "Checkpoint (any format summary reads); several are loaded one after another, not at once (each is "
                     "materialized on the device)",
                     false);
-  sub->add_option("--device", o.device,
-                  "meta (no tensor byte read), cpu (zero-copy where aligned, every byte checked), cuda or cuda:N")
-      ->default_val("cpu");
+  suggest(sub->add_option("--device", o.device,
+                          "meta (no tensor byte read), cpu (zero-copy where aligned, every byte checked), cuda or cuda:N")
+              ->default_val("cpu")
+              ->type_name("DEVICE"),
+          {"cpu", "cuda", "cuda:0", "meta"});
   sub->add_flag("--empty-init", o.empty_init,
                 "With --model: build the architecture on meta without reading its own weights; only FILE's bytes fill it");
   sub->add_option("--model", o.model, "TorchScript archive whose state_dict FILE must fit (strict key matching)")
@@ -25,25 +27,25 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   sub->add_option("--strip-prefix", o.strip_prefix, "Remove this prefix from FILE's keys that start with it (e.g. _orig_mod.)")
       ->type_name("P");
   sub->add_option("--add-prefix", o.add_prefix, "Add this prefix to every FILE key (after --strip-prefix)")->type_name("P");
-  sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")
-      ->type_name("D");
-  add_text_or_json_options(sub, o, "ckpt.load/1");
+  suggest(sub->add_option("--dtype", o.dtype, "Convert floating tensors to this dtype (float32, float16, bfloat16, float64)")
+              ->type_name("D"),
+          {"float32", "float16", "bfloat16", "float64"});
+  add_text_or_json_options(sub, o, "ckpt.load/1", true);
   sub->add_flag("--checksum", o.checksum,
                 "With --json: CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors,
                 "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf (JSON lists all)");
-  sub->add_option("--staging", o.staging,
-                  "cuda: auto (register page-cache chunks in place where the GPU can, else stage them), pinned (always "
-                  "stage through the pinned ring) or register")
-      ->check(CLI::IsMember({"auto", "pinned", "register"}))
-      ->default_val("auto")
-      ->type_name("MODE");
-  sub->add_option("--ring", o.ring_bytes, "cuda: pinned staging memory in all, 256M by default (k, M, G: x1024)")
-      ->transform(CLI::AsSizeValue(false))
-      ->type_name("SIZE");
-  sub->add_option("--chunk", o.chunk_bytes, "cuda: one staging buffer (one read, one copy), 16M by default, at least 64k")
-      ->transform(CLI::AsSizeValue(false))
-      ->type_name("SIZE");
+  one_of(sub->add_option("--staging", o.staging,
+                         "cuda: auto (register page-cache chunks in place where the GPU can, else stage them), pinned "
+                         "(always stage through the pinned ring) or register")
+             ->default_val("auto")
+             ->type_name("MODE"),
+         {"auto", "pinned", "register"});
+  byte_size(sub->add_option("--ring", o.ring_bytes, "cuda: pinned staging memory in all, 256M by default (k, M, G: x1024)")
+                ->type_name("SIZE"));
+  byte_size(sub->add_option("--chunk", o.chunk_bytes, "cuda: one staging buffer (one read, one copy), 16M by default, at least 64k")
+                ->type_name("SIZE"));
+  add_color_option(sub);
   add_limit_option(sub, o);
 }
 

@@ -57,10 +57,12 @@ int main(int argc, char** argv) {
   const std::string version = "ckpt " CKPT_VERSION;
   app.set_version_flag("-V,--version", version, "Print the version and exit");
   app.require_subcommand(1);
+  // GNU's convention: an option given twice takes its last value (repeatable ones say so and accumulate).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer(
-      "Exit codes: 0 ok, 1 findings at or above --fail-on (load: incomplete, or keys do not fit --model), 2 usage error, 3 "
-      "unreadable or unsupported input,\n"
-      "4 the environment cannot do it; with several inputs the worst of them (0 < 1 < 3 < 4). See man ckpt.");
+      "Run 'ckpt COMMAND --help' for a command's options, 'man ckpt' for the manual.\n"
+      "Exit status: 0 ok, 1 findings or differences, 2 usage error, 3 unreadable or "
+      "unsupported input, 4 the environment cannot do it.");
   SummaryOptions summary;
   setup_summary(app, summary);
   CheckOptions check;
@@ -69,6 +71,20 @@ int main(int argc, char** argv) {
   setup_diff(app, diff);
   LoadOptions load;
   setup_load(app, load);
+  static const std::pair<const char*, const char*> kFooters[] = {
+      {"summary", "Exit status: 0 ok, 2 usage error, 3 unreadable or unsupported input, 4 the environment cannot do "
+                  "it; with several inputs the worst of them.\nSee ckpt-summary(1)."},
+      {"check", "Exit status: 0 no finding at --fail-on, 1 a finding at or above it, 2 usage error, 3 a file not "
+                "(fully) scanned, 4 the environment cannot do it; with several inputs the worst of them.\n"
+                "See ckpt-check(1)."},
+      {"diff", "Exit status: 0 same (or within tolerance), 1 different, 2 usage error, 3 unreadable or unsupported "
+               "input, 4 the environment cannot do it.\nSee ckpt-diff(1)."},
+      {"load", "Exit status: 0 loaded, 1 incomplete (tensors skipped, keys not fitting --model, nothing to load, "
+               "NaN/Inf with --fail-on nonfinite), 2 usage error, 3 unreadable or unsupported input, 4 the "
+               "environment cannot do it; with several inputs the worst of them.\nSee ckpt-load(1)."},
+  };
+  for (const auto& [name, text] : kFooters) app.get_subcommand(name)->footer(text);
+  use_help(app);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     sub->set_version_flag("-V,--version", version, "Print the version and exit");  // preparse answers it first
   const Command commands[] = {
@@ -94,7 +110,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return checked(app.exit(e));  // --help: on stdout
-    print_usage_error(e.what(), command);
+    print_usage_error(usage_message(e), command);
     return ckpt::kExitUsage;
   }
   try {

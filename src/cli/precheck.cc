@@ -76,6 +76,7 @@ void Progress::clear() {
 int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
+  (void)json_shape(output_format(o.format, o.json, o.jsonl), in.several);  // refused here, before any fork
   if (std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return i.name == "-"; })) {
     try {
       (void)stdin_file(lim);  // now fd 0 is a regular file the child maps too

@@ -26,18 +26,27 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                     "archive (.pt2), safetensors, bare pickle, a sharded checkpoint (directory or *.index.json), a Hugging Face "
                     "model folder (config.json beside the weights) or a DCP directory",
                     true);
-  sub->add_option("-d,--depth", o.depth,
-                  "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth; text and markdown only (JSON "
-                  "lists every module)")
-      ->default_val(1)
-      ->type_name("N");
-  sub->add_option("-f,--format", o.format, "Output format")
-      ->check(CLI::IsMember({"text", "json", "markdown"}))
-      ->default_val("text");
-  sub->add_flag("--json", o.json, "Same as --format json (schema ckpt.summary/1); with --format text or markdown, a usage error");
+  suggest(integer_in(sub->add_option("-d,--depth", o.depth,
+                                     "Module rows up to this depth (-1: all, 0: none), like Lightning's max_depth; text "
+                                     "and markdown only (JSON lists every module)")
+                         ->default_val(1)
+                         ->type_name("N"),
+                     -1, 1 << 20),
+          {"-1", "0", "1", "2", "3"});
+  one_of(sub->add_option("-f,--format", o.format,
+                         "Output: text, json (one document, schema ckpt.summary/1: for one FILE that is one "
+                         "checkpoint), jsonl (JSON Lines, one document per input, whatever the operands) or markdown")
+             ->default_val("text")
+             ->type_name("FORMAT"),
+         {"text", "json", "jsonl", "markdown"});
+  sub->add_flag("--json", o.json, "Same as --format json");
+  sub->add_flag("--jsonl", o.jsonl, "Same as --format jsonl");
   sub->add_flag("--tensors", o.tensors,
                 "Text / Markdown: a table of every tensor entry (name, dtype, shape, kind, state, size, trainable, tied to); "
                 "JSON always lists them");
+  sub->add_flag("-v,--verbose", o.verbose,
+                "Text / Markdown: the container's internals too (a torch.save zip's records: .format_version, "
+                ".storage_alignment, .data/serialization_id, byteorder); JSON always has them");
   sub->add_flag("--exact", o.exact,
                 "Text / Markdown: exact counts (3,002) instead of Lightning's rounded ones (3.0 K), then the counts per dtype "
                 "and the parameters without embeddings; JSON always has them");
@@ -52,29 +61,35 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   sub->add_flag("--memory", o.memory,
                 "Memory as accelerate estimate-memory computes it (per dtype: largest layer, total, Adam training peak), and "
                 "for a decoder with a config.json its KV cache");
-  sub->add_option("--dtype", o.memory_options.dtypes,
+  auto* dtype = sub->add_option("--dtype", o.memory_options.dtypes,
                   "With --memory: only these dtypes (float32, float16, bfloat16, int8, int4; repeatable; default: the file's "
                   "own and all five); the first sets the KV cache's")
       ->type_name("D")
       ->type_size(1)
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->allow_extra_args(false)
-      ->check(CLI::IsMember({"float32", "float16", "bfloat16", "int8", "int4"}));
-  sub->add_option("--batch", o.memory_options.batch, "With --memory: sequences in the KV cache")->default_val(1)->type_name("B");
-  sub->add_option("--seq-len", o.memory_options.seq_len,
-                  "With --memory: tokens per sequence in the KV cache (default: the config's max_position_embeddings)")
-      ->type_name("L");
+      ->allow_extra_args(false);
+  one_of(dtype, {"float32", "float16", "bfloat16", "int8", "int4"});
+  complete_none(integer_in(
+      sub->add_option("--batch", o.memory_options.batch, "With --memory: sequences in the KV cache")->default_val(1)->type_name("B"),
+      1, int64_t{1} << 40));
+  complete_none(integer_in(sub->add_option("--seq-len", o.memory_options.seq_len,
+                                           "With --memory: tokens per sequence in the KV cache (default: the config's "
+                                           "max_position_embeddings)")
+                               ->type_name("L"),
+                           1, int64_t{1} << 40));
   sub->add_option(
          "--model", o.model,
          "TorchScript archive of FILE's architecture: sizes FILE's lazy (uninitialized) entries, names row types, and runs "
          "the --example-input forward with FILE's tensors")
       ->type_name("ARCH");
-  sub->add_option("--strip-prefix", o.strip_prefix,
-                  "With --model: remove this prefix from FILE's keys (default: guessed when keys do not match)")
-      ->type_name("P");
-  sub->add_option("--add-prefix", o.add_prefix, "With --model: add this prefix to FILE's keys (after --strip-prefix)")
-      ->type_name("P");
+  complete_none(sub->add_option("--strip-prefix", o.strip_prefix,
+                                "With --model: remove this prefix from FILE's keys (default: guessed when keys do not "
+                                "match)")
+                    ->type_name("P"));
+  complete_none(
+      sub->add_option("--add-prefix", o.add_prefix, "With --model: add this prefix to FILE's keys (after --strip-prefix)")
+          ->type_name("P"));
   auto* ex = sub->add_option(
                     "--example-input", o.example_inputs,
                     "Run one forward (eval, no grad; LibTorch via ckpt-torch) on a seeded input of this shape, one per "
@@ -84,20 +99,23 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                  ->type_size(1)
                  ->expected(1, 1 << 20)  // SPEC...: greedy as before (FILEs go before it, or repeat the flag per SPEC)
                  ->allow_extra_args(false);
+  complete_none(ex);
   sub->add_option(
          "--example-input-file", o.example_input_file,
          "Like --example-input, with the inputs a torch.save'd tensor, tuple/list (positional) or dict (keywords) of tensors")
       ->type_name("F")
       ->excludes(ex);
-  sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")
-      ->default_val("cpu");
+  suggest(sub->add_option("--device", o.device, "With an example input: cpu, cuda, cuda:N or meta (shapes only, no weight read)")
+              ->default_val("cpu")
+              ->type_name("DEVICE"),
+          {"cpu", "cuda", "cuda:0", "meta"});
+  add_color_option(sub);
   add_limit_option(sub, o);
 }
 
 void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
   // --json is --format json: with another --format it would silently win, so the pair is refused.
-  if (o.json && sub.count("--format") > 0 && format_named(o.format) != OutputFormat::Json)
-    throw UsageError(fmt::format("--json conflicts with --format {} (--json is --format json)", o.format));
+  refuse_format_conflicts(o.format, sub.count("--format") > 0, o.json, o.jsonl);
   if (!o.memory && (sub.count("--dtype") || sub.count("--batch") || sub.count("--seq-len")))
     throw UsageError("--dtype / --batch / --seq-len need --memory");
   if (o.memory_options.batch < 1 || o.memory_options.batch > (int64_t{1} << 40))
@@ -107,7 +125,8 @@ void validate_summary(const CLI::App& sub, const SummaryOptions& o) {
   if (o.model.empty() && (!o.strip_prefix.empty() || !o.add_prefix.empty()))
     throw UsageError("--strip-prefix / --add-prefix need --model");
   // JSON lists every tensor whatever --tensors says; a filter it would ignore is refused.
-  if (!o.match.empty() && output_format(o.format, o.json) == OutputFormat::Json)
+  const OutputFormat f = output_format(o.format, o.json, o.jsonl);
+  if (!o.match.empty() && (f == OutputFormat::Json || f == OutputFormat::JsonLines))
     throw UsageError("--match filters the text and Markdown tensor table; --json always lists every tensor (filter with jq)");
 }
 
@@ -174,7 +193,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
     s.fetched = Summary::Fetched{vfs::display(name), t.requests + (before ? before->requests.load() : 0), t.bytes + (before ? before->bytes.load() : 0),
                                  t.files + (before ? before->files.load() : 0)};
   }
-  if (format == OutputFormat::Json && several) {
+  if (format == OutputFormat::JsonLines) {
     const std::string line = json_line(summary_json_text(s));
     write_output(out, line);
   } else if (format == OutputFormat::Json) {
@@ -186,6 +205,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
     r.tensors = o.tensors;
     r.exact = o.exact;
     r.match = o.match;
+    r.verbose = o.verbose;
     (format == OutputFormat::Markdown ? write_summary_markdown : write_summary_text)(s, r, out);
   }
   if (s.forward && !s.forward->error.empty()) {
@@ -205,17 +225,18 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
 }  // namespace
 
 int run_summary(const SummaryOptions& o) {
-  const OutputFormat format = output_format(o.format, o.json);
+  const OutputFormat format = output_format(o.format, o.json, o.jsonl);
   if (o.device != "cpu" && !o.wants_forward()) throw UsageError("--device needs --example-input or --example-input-file");
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
+  const JsonShape shape = json_shape(format, in.several);
   // With several inputs ARCH is read once, first (a wrong ARCH is a usage error before any output).
   const Checkpoint* arch = in.several && !o.model.empty() ? read_arch(o, lim) : nullptr;
   RunPlan plan;
   // A forward runs LibTorch, one at a time.
   plan.jobs = o.wants_forward() ? 1 : resolve_jobs(o.inputs.jobs, in.items.size());
-  if (in.several && format == OutputFormat::Json) plan.error_records_for = "summary";
-  if (in.several && format != OutputFormat::Json)
+  if (shape == JsonShape::Lines) plan.error_records_for = "summary";
+  if (in.several && shape == JsonShape::None)
     plan.header = [&](size_t index, const InputItem& item, std::FILE* out) {
       // head(1)'s separator; a Markdown heading in Markdown.
       if (format == OutputFormat::Markdown) fmt::print(out, "{}## {}\n\n", index ? "\n" : "", visible(vfs::display(item.name)));

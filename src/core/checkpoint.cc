@@ -64,6 +64,7 @@ const char* to_string(Content c) {
     case Content::Lightning: return "lightning";
     case Content::Checkpoint: return "checkpoint";
     case Content::Object: return "object";
+    case Content::Tensors: return "tensors";
   }
   return "?";
 }

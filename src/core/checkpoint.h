@@ -36,7 +36,9 @@ enum class Format : uint8_t { None, TorchZip, TorchLegacy, Pickle, Lightning, To
 enum class Container : uint8_t { None, Zip, Legacy, Pickle, Safetensors, Dcp, Shards };
 // What the unpickled root is: a state dict, a whole nn.Module, a Lightning checkpoint, another
 // training dict holding the model under Checkpoint::model_key, or any other object.
-enum class Content : uint8_t { None, StateDict, Module, Lightning, Checkpoint, Object };
+// Tensors: a mapping or sequence of plain tensors that is no model's (no module path in any name: a
+// saved example input, embeddings), told by mark_plain_tensors (keys.h).
+enum class Content : uint8_t { None, StateDict, Module, Lightning, Checkpoint, Object, Tensors };
 // torch.layout of an entry, plus what ckpt tells apart: Sparse (a sparse rebuild that names no
 // layout), Quantized, Nested, Opaque (a rebuild function ckpt does not interpret). A sparse rebuild
 // may name any layout: Other keeps the name in Tensor::layout_name.

@@ -19,6 +19,12 @@ namespace ckpt {
 // README).
 void infer_kinds(std::vector<Tensor>& tensors);
 
+// A state dict or object whose tensors are no module's (no name has a dot, none is a module's leaf such
+// as weight*, bias*, running_mean): its content becomes Content::Tensors and its entries neither
+// parameters nor buffers (TensorKind::Attribute). Returns whether it did. Applies to names-only
+// contents (StateDict, Object) with no module tree.
+bool mark_plain_tensors(Checkpoint& ck);
+
 // The prefix that best explains renamed keys: stripping it from keys of `from` (Strip) or adding it to
 // them (Add) pairs `paired` of them with keys of `to`. Candidates are the leading dotted components, up to
 // three levels, of the side that carries the prefix (`_orig_mod.`, `module.`, `model.`, ... without a fixed

@@ -78,7 +78,10 @@ std::string model_line(const ModelReport& m) {
   return line + " (" + join(bits, "; ") + ")";
 }
 
-std::string header_lines(const Summary& s, bool markdown, const std::string& tensors) {
+// "1 tensor", "2 tensors"
+std::string counted(uint64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
+std::string header_lines(const Summary& s, bool markdown, bool verbose, const std::string& tensors) {
   const Checkpoint& ck = *s.ck;
   std::string out;
   // Every value quotes the file (its path, prefix, records, names, metadata): shown through visible().
@@ -86,7 +89,13 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
     const std::string value = visible(raw);
     out += markdown ? fmt::format("- **{}:** {}\n", key, value) : fmt::format("{:<10}{}\n", std::string(key) + ":", value);
   };
-  line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
+  if (ck.format == Format::Sharded) {
+    // The index names the set; the size is the index's and the shards' together.
+    line("File", fmt::format("{} + {} ({} in all)", ck.path, counted(ck.sharded.shards.size(), "shard"),
+                             human_bytes(ck.file_size)));
+  } else {
+    line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
+  }
   if (const auto& f = s.fetched)
     line("Fetched", fmt::format("{} request{}, {} ({} file{})", f->requests, f->requests == 1 ? "" : "s", human_bytes(f->bytes),
                                 f->files, f->files == 1 ? "" : "s"));
@@ -94,7 +103,12 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
   std::vector<std::string> bits;
   if (!ck.prefix.empty()) bits.push_back("prefix " + ck.prefix + "/");
   if (ck.pickle_protocol) bits.push_back(fmt::format("pickle protocol {}", ck.pickle_protocol));
-  for (const auto& [k, v] : ck.records) bits.push_back(k + " " + v);
+  // The zip's own records (.format_version, .storage_alignment, .data/serialization_id, byteorder little)
+  // say nothing a reader needs: --verbose and JSON show them, a big-endian byteorder always.
+  for (const auto& [k, v] : ck.records)
+    if (verbose || (k == "byteorder" && v != "little") || (k == "version" && v != "3") ||
+        (!k.empty() && k[0] != '.' && k != "byteorder" && k != "version"))
+      bits.push_back(k + " " + v);
   if (!bits.empty()) fmtline += " — " + join(bits, ", ");
   line("Format", fmtline);
   std::string content = ck.format == Format::Pt2 && ck.pt2.models.empty() && !ck.pt2.aoti.empty()
@@ -107,7 +121,8 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
   if (!ck.model_key.empty()) content += fmt::format(" (model under '{}')", ck.model_key);
   size_t storages = 0;
   for (const Storage& st : ck.storages) storages += st.in_model;
-  content += fmt::format(", {} tensors in {} storages", s.totals.tensors, storages);
+  if (ck.content == Content::Tensors) content = "plain tensors, not a model's (no module names)";
+  content += fmt::format(", {} in {}", counted(s.totals.tensors, "tensor"), counted(storages, "storage"));
   // TorchScript constants (frozen weights, .ptl op contexts) are the archive's weights too
   if (const auto& cs = ck.torchscript.constants; ck.format == Format::TorchScript && cs && cs->tensors > 0)
     content += fmt::format(", {} constant tensors in {} storages", cs->tensors, ck.storages.size() - storages);
@@ -127,7 +142,7 @@ std::string header_lines(const Summary& s, bool markdown, const std::string& ten
   }
   if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
-    for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({} tensors)", x.file, x.tensors));
+    for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({})", x.file, counted(x.tensors, "tensor")));
     line("Shards", join(sh, ", "));
   }
   if (ck.safetensors_metadata && !ck.safetensors_metadata->empty())
@@ -303,10 +318,13 @@ Table module_table(const Summary& s, const RenderOptions& o) {
 
 // Writes the whole text or Markdown summary; the tensor table hands `flush` full buffers.
 void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::string& out, const Flush& flush) {
-  const Totals& T = s.totals;
   const Checkpoint& ck = *s.ck;
   const TensorRows rows = tensor_rows(s, o);
-  out += header_lines(s, markdown, tensors_note(s, o, rows)) + "\n";
+  // --match: the totals of the listed entries only, said to be partial.
+  const bool partial = !o.match.empty();
+  const Totals T = partial ? totals_of(ck, [&](const Tensor& t) { return matches(o.match, t.name); }) : s.totals;
+  const bool collection = ck.content == Content::Tensors;
+  out += header_lines(s, markdown, o.verbose, tensors_note(s, o, rows)) + "\n";
   // No table without rows: an empty frame says nothing (a flat state dict has no module rows).
   Table t = module_table(s, o);
   if (markdown) {
@@ -322,19 +340,26 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
       while (c.back() == ' ') c.pop_back();
       return c;
     };
-    out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n", count(T.trainable),
-                       count(T.non_trainable), count(T.parameters));
-    out += fmt::format("| Buffers{} | {} |\n", ck.split_inferred && !ck.tensors.empty() ? " (inferred from names)" : "",
-                       count(T.buffers));
-    if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
-    out += fmt::format("| Params size (MB) | {:.3f} |\n| Tensor size (MB) | {:.3f} |\n",
-                       static_cast<double>(T.parameter_bytes) / 1e6, static_cast<double>(T.bytes) / 1e6);
+    if (partial) out += fmt::format("| Counted | the {} listed (--match) |\n", counted(T.tensors, "tensor"));
+    if (collection) {
+      out += fmt::format("| Elements (plain tensors) | {} |\n", count(T.attributes));
+    } else {
+      out += fmt::format("| Trainable params | {} |\n| Non-trainable params | {} |\n| Total params | {} |\n",
+                         count(T.trainable), count(T.non_trainable), count(T.parameters));
+      out += fmt::format("| Buffers{} | {} |\n", ck.split_inferred && !ck.tensors.empty() ? " (inferred from names)" : "",
+                         count(T.buffers));
+      if (T.attributes) out += fmt::format("| Tensor attributes | {} |\n", count(T.attributes));
+      out += fmt::format("| Params size (MB) | {:.3f} |\n", static_cast<double>(T.parameter_bytes) / 1e6);
+    }
+    out += fmt::format("| Tensor size (MB) | {:.3f} |\n", static_cast<double>(T.bytes) / 1e6);
     if (s.forward && s.forward->error.empty()) out += fmt::format("| Total Flops | {} |\n", count(s.forward->flops));
     if (o.exact) {
-      out += fmt::format("| Params without embeddings | {} |\n", count(T.parameters_without_embeddings));
+      if (!collection && !partial)
+        out += fmt::format("| Params without embeddings | {} |\n", count(T.parameters_without_embeddings));
       for (const Totals::ByDtype& d : T.by_dtype)
-        out += fmt::format("| {} | {} params, {} buffers, {} |\n", d.dtype, count(d.parameters), count(d.buffers),
-                           human_bytes(d.bytes));
+        out += collection ? fmt::format("| {} | {} elements, {} |\n", d.dtype, count(d.attributes), human_bytes(d.bytes))
+                          : fmt::format("| {} | {} params, {} buffers, {} |\n", d.dtype, count(d.parameters),
+                                        count(d.buffers), human_bytes(d.bytes));
     }
     if (ck.format == Format::Pt2) out += pt2_sections(ck, true);
     if (s.memory) out += "\n```text" + memory_text(*s.memory, o.exact) + "```\n";
@@ -362,19 +387,28 @@ void summary_text(const Summary& s, const RenderOptions& o, bool markdown, std::
   tensor_table(s, rows, false, out, flush);
   auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
   auto count = [&](uint64_t n) { return count_text(n, o); };
-  foot(count(T.trainable), "Trainable params");
-  foot(count(T.non_trainable), "Non-trainable params");
-  foot(count(T.parameters), "Total params");
-  if (o.exact) foot(count(T.parameters_without_embeddings), "Params without embeddings (transformers' exclude_embeddings)");
-  foot(count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
-  if (T.attributes) foot(count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
+  if (partial) out += fmt::format("Totals of the {} listed (--match), not of the file:\n", counted(T.tensors, "tensor"));
+  if (collection) {
+    foot(count(T.attributes), "Elements in plain tensors (not a model: no parameters or buffers)");
+  } else {
+    foot(count(T.trainable), "Trainable params");
+    foot(count(T.non_trainable), "Non-trainable params");
+    foot(count(T.parameters), "Total params");
+    if (o.exact && !partial)
+      foot(count(T.parameters_without_embeddings), "Params without embeddings (transformers' exclude_embeddings)");
+    foot(count(T.buffers), ck.split_inferred && !ck.tensors.empty() ? "Buffers (split inferred from names)" : "Buffers");
+    if (T.attributes) foot(count(T.attributes), "Tensor attributes (neither parameters nor buffers)");
+  }
   if (o.exact)
     for (const Totals::ByDtype& d : T.by_dtype)
-      foot(count(d.parameters + d.buffers),
-           fmt::format("{} elements: {} params, {} buffers, {}", d.dtype, count(d.parameters), count(d.buffers),
-                       human_bytes(d.bytes)));
-  foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
-  foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6), "Total tensor size (MB), buffers included");
+      foot(count(d.parameters + d.buffers + d.attributes),
+           collection ? fmt::format("{} elements, {}", d.dtype, human_bytes(d.bytes))
+                      : fmt::format("{} elements: {} params, {} buffers, {}", d.dtype, count(d.parameters),
+                                    count(d.buffers), human_bytes(d.bytes)));
+  if (!collection)
+    foot(fmt::format("{:.3f}", static_cast<double>(T.parameter_bytes) / 1e6), "Total estimated model params size (MB)");
+  foot(fmt::format("{:.3f}", static_cast<double>(T.bytes) / 1e6),
+       collection ? "Total tensor size (MB)" : "Total tensor size (MB), buffers included");
   if (T.uninitialized) foot(std::to_string(T.uninitialized), "Uninitialized (lazy) entries, not counted");
   if (T.meta) foot(std::to_string(T.meta), "Meta-device entries (no data)");
   if (!ck.modules.empty() && ck.format != Format::Pt2) {

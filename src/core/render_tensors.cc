@@ -20,12 +20,6 @@ const std::vector<std::string> kHeads{"Name", "dtype", "Shape", "Kind", "State",
 // A tied group of thousands of names would make every one of its rows thousands of names long.
 constexpr size_t kTiedNames = 3;
 
-bool matches(const std::vector<std::string>& globs, const std::string& name) {
-  for (const std::string& g : globs)
-    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
-  return false;
-}
-
 // The entries that are one tensor (Summary::same_tensor), each group in entry order, and each entry's
 // group (-1: none).
 struct Tied {
@@ -80,6 +74,12 @@ Cells cells(const Summary& s, size_t k, const Tied& tied) {
 }
 
 }  // namespace
+
+bool matches(const std::vector<std::string>& globs, const std::string& name) {
+  for (const std::string& g : globs)
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
 
 TensorRows tensor_rows(const Summary& s, const RenderOptions& o) {
   TensorRows r;

@@ -19,7 +19,11 @@ struct RenderOptions {
   bool tensors = false;  // the tensor table (--tensors)
   bool exact = false;  // exact counts, per-dtype counts, parameters without embeddings (--exact)
   std::vector<std::string> match;  // fnmatch globs: list only entries whose name matches one (--match)
+  bool verbose = false;  // the container's internals on the Format: line (--verbose)
 };
+
+// Whether an entry's name matches one of `globs` (fnmatch, no flags: * also matches '.').
+bool matches(const std::vector<std::string>& globs, const std::string& name);
 
 // Called with the output so far whenever it grows large; it writes and clears it. Empty: keep it all.
 using Flush = std::function<void(std::string&)>;

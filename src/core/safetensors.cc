@@ -200,6 +200,7 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
     ck.storages.push_back(std::move(s));
   }
   infer_kinds(ck.tensors);
+  mark_plain_tensors(ck);
 }
 
 }  // namespace ckpt

@@ -3,6 +3,7 @@
 #include "core/layer_types.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -33,34 +34,22 @@ struct SameView {
   }
 };
 
-}  // namespace
-
-Summary summarize(const Checkpoint& ck) {
-  Summary s;
-  s.ck = &ck;
-  Totals& T = s.totals;
-
-  // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.
-  const SameView same{&ck.tensors};
-  std::unordered_map<size_t, size_t, SameView, SameView> first(ck.tensors.size() * 2, same, same);
-  std::vector<size_t> id_of(ck.tensors.size());
-  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = first.emplace(k, k).first->second;
-
+// The totals of the entries `keep` selects (all when null); `id_of` tells repeated views of one tensor.
+void add_totals(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::function<bool(const Tensor&)>* keep,
+                Totals& T, Summary* s) {
   std::vector<bool> seen(ck.tensors.size(), false);
-  std::vector<bool> repeated(ck.tensors.size(), false);
-  for (size_t k = 0; k < ck.tensors.size(); ++k)
-    if (id_of[k] != k) repeated[id_of[k]] = true;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
+    if (keep && !(*keep)(t)) continue;
     ++T.tensors;
     if (t.state == TensorState::Uninitialized && !t.resolved) {
       ++T.uninitialized;
-      s.uninitialized_entries.push_back(k);
+      if (s) s->uninitialized_entries.push_back(k);
       continue;
     }
     if (t.state == TensorState::Meta) {
       ++T.meta;
-      s.meta_entries.push_back(k);
+      if (s) s->meta_entries.push_back(k);
     }
     const uint64_t n = static_cast<uint64_t>(t.numel);
     T.elements += n;
@@ -75,7 +64,8 @@ Summary summarize(const Checkpoint& ck) {
       ++d->tensors;
       d->bytes += t.bytes;
       if (t.kind == TensorKind::Buffer) d->buffers += n;
-      else if (t.kind != TensorKind::Attribute) d->parameters += n;
+      else if (t.kind == TensorKind::Attribute) d->attributes += n;
+      else d->parameters += n;
     }
     if (t.kind == TensorKind::Buffer) {
       T.buffers += n;
@@ -87,6 +77,37 @@ Summary summarize(const Checkpoint& ck) {
       (trainable(t) ? T.trainable : T.non_trainable) += n;
     }
   }
+}
+
+std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
+  const SameView same{&ck.tensors};
+  std::unordered_map<size_t, size_t, SameView, SameView> first(ck.tensors.size() * 2, same, same);
+  std::vector<size_t> id_of(ck.tensors.size());
+  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = first.emplace(k, k).first->second;
+  return id_of;
+}
+
+}  // namespace
+
+Totals totals_of(const Checkpoint& ck, const std::function<bool(const Tensor&)>& keep) {
+  Totals T;
+  add_totals(ck, same_tensor_ids(ck), &keep, T, nullptr);
+  T.parameters_without_embeddings = T.parameters;  // not told apart for a subset
+  return T;
+}
+
+Summary summarize(const Checkpoint& ck) {
+  Summary s;
+  s.ck = &ck;
+  Totals& T = s.totals;
+
+  // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.
+  const std::vector<size_t> id_of = same_tensor_ids(ck);
+
+  std::vector<bool> repeated(ck.tensors.size(), false);
+  for (size_t k = 0; k < ck.tensors.size(); ++k)
+    if (id_of[k] != k) repeated[id_of[k]] = true;
+  add_totals(ck, id_of, nullptr, T, &s);
   for (const Storage& st : ck.storages) {
     if (st.present && st.in_model) T.storage_bytes += st.nbytes;
     if (st.present) T.file_storage_bytes += st.nbytes;

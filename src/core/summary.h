@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "core/checkpoint.h"
@@ -34,7 +35,7 @@ struct Totals {
   uint64_t parameters_without_embeddings = 0;
   struct ByDtype {
     std::string dtype;
-    uint64_t tensors = 0, parameters = 0, buffers = 0, bytes = 0;  // unique tensors of that dtype
+    uint64_t tensors = 0, parameters = 0, buffers = 0, attributes = 0, bytes = 0;  // unique tensors of that dtype
   };
   std::vector<ByDtype> by_dtype;  // in first-seen order
 };
@@ -123,6 +124,9 @@ struct Summary {
 };
 
 Summary summarize(const Checkpoint& ck);
+// The totals of the entries `keep` selects, counted as summarize counts them (summary --match);
+// parameters_without_embeddings is the parameter count (not told apart for a subset).
+Totals totals_of(const Checkpoint& ck, const std::function<bool(const Tensor&)>& keep);
 
 // Trainable as Lightning counts it (requires_grad), for a parameter entry. State dicts drop
 // requires_grad, so a parameter not saved as an nn.Parameter object counts as trainable.

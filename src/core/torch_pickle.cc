@@ -829,6 +829,7 @@ void TorchInterpreter::interpret(const Value* root) {
     collect(root, "", 0);
   }
   if (ck_.modules.empty()) infer_kinds(ck_.tensors);
+  mark_plain_tensors(ck_);
 }
 
 }  // namespace ckpt
