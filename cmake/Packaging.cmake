@@ -1,5 +1,6 @@
-# Installation and Debian packages: stripped binaries, man page, shell completions, JSON Schemas, and
-# CPack .debs split so that `ckpt` installs without LibTorch and `ckpt-torch` pulls it in.
+# Installation and Debian packages: stripped binaries, man pages and the files of their examples, shell
+# completions, JSON Schemas, and CPack .debs split so that `ckpt` installs without LibTorch and
+# `ckpt-torch` pulls it in.
 include(GNUInstallDirs)
 
 # A Release (or MinSizeRel) install strips the binaries as `cmake --install --strip` would: ckpt is
@@ -34,28 +35,44 @@ endif()
 # checks them against --help in each shell).
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
-  # The man page is generated from the reference in docs/ (man/pages.txt gives the sections'
-  # order), so it says what the docs say; no copy is kept by hand.
+  # The manual pages are generated from the reference in docs/ (man/pages.txt names the pages, ckpt(1)
+  # and one per command and topic, and the sections of each), so they say what the docs say; no copy
+  # is kept by hand. Reconfigured when pages.txt changes, since its PAGE lines name the outputs.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/pages.txt)
   file(GLOB _ckpt_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
-  set(CKPT_MAN_PAGE ${PROJECT_BINARY_DIR}/man/ckpt.1)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/man/pages.txt _ckpt_man_lines REGEX "^PAGE ")
+  set(CKPT_MAN_DIR ${PROJECT_BINARY_DIR}/man)
+  set(CKPT_MAN_PAGES "")
+  foreach(_line IN LISTS _ckpt_man_lines)
+    if(NOT _line MATCHES "^PAGE +([^ ]+) +([0-9])")
+      message(FATAL_ERROR "man/pages.txt: cannot read '${_line}'")
+    endif()
+    list(APPEND CKPT_MAN_PAGES ${CKPT_MAN_DIR}/${CMAKE_MATCH_1}.${CMAKE_MATCH_2})
+  endforeach()
+  list(GET CKPT_MAN_PAGES 0 CKPT_MAN_PAGE)  # ckpt.1, the summary page
+  list(TRANSFORM CKPT_MAN_PAGES APPEND .gz OUTPUT_VARIABLE _ckpt_man_gz)
   add_custom_command(
-    OUTPUT ${CKPT_MAN_PAGE}
+    OUTPUT ${CKPT_MAN_PAGES} ${CKPT_MAN_DIR}/examples-used.txt
     COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/man/md2man.py --pages ${PROJECT_SOURCE_DIR}/man/pages.txt
-            --version ${PROJECT_VERSION} --out ${CKPT_MAN_PAGE}
+            --version ${PROJECT_VERSION} --out-dir ${CKPT_MAN_DIR}
+            --examples-used ${CKPT_MAN_DIR}/examples-used.txt
     DEPENDS ${PROJECT_SOURCE_DIR}/man/md2man.py ${PROJECT_SOURCE_DIR}/man/pages.txt ${_ckpt_doc_pages}
-    COMMENT "Generating the ckpt(1) man page from docs/")
+    COMMENT "Generating the manual pages ckpt(1), ckpt-summary(1), ... from docs/")
   # Installed gzip-compressed as Debian policy 12.1 asks (gzip -9n: no name, no time, so reproducible);
-  # build/man/ckpt.1 stays plain for `man -l`.
+  # build/man/*.N stay plain for `man -l`.
   add_custom_command(
-    OUTPUT ${CKPT_MAN_PAGE}.gz
+    OUTPUT ${_ckpt_man_gz}
     COMMAND ${Python3_EXECUTABLE} -c
-            "import gzip, sys; open(sys.argv[2], 'wb').write(gzip.compress(open(sys.argv[1], 'rb').read(), 9, mtime=0))"
-            ${CKPT_MAN_PAGE} ${CKPT_MAN_PAGE}.gz
-    DEPENDS ${CKPT_MAN_PAGE}
-    COMMENT "Compressing the ckpt(1) man page"
+            "import gzip, sys; [open(p + '.gz', 'wb').write(gzip.compress(open(p, 'rb').read(), 9, mtime=0)) for p in sys.argv[1:]]"
+            ${CKPT_MAN_PAGES}
+    DEPENDS ${CKPT_MAN_PAGES}
+    COMMENT "Compressing the manual pages"
     VERBATIM)
-  add_custom_target(ckpt_man ALL DEPENDS ${CKPT_MAN_PAGE} ${CKPT_MAN_PAGE}.gz)
-  install(FILES ${CKPT_MAN_PAGE}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ckpt)
+  add_custom_target(ckpt_man ALL DEPENDS ${CKPT_MAN_PAGES} ${_ckpt_man_gz})
+  foreach(_gz IN LISTS _ckpt_man_gz)
+    string(REGEX MATCH "\\.([0-9])\\.gz$" _ ${_gz})
+    install(FILES ${_gz} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${CMAKE_MATCH_1} COMPONENT ckpt)
+  endforeach()
 
   set(_ckpt_comp_dir ${PROJECT_BINARY_DIR}/completions)
   set(_ckpt_comp_files ${_ckpt_comp_dir}/ckpt ${_ckpt_comp_dir}/_ckpt ${_ckpt_comp_dir}/ckpt.fish)
@@ -75,6 +92,23 @@ if(Python3_Interpreter_FOUND)
 else()
   message(STATUS "ckpt: no python3, so no man page and no shell completions are generated or installed")
 endif()
+
+# The example files that the manual pages' examples read (man/examples.txt), so that they run from an
+# installed copy: testdata/X and tests/cli/data/X are both PREFIX/share/ckpt/examples/X.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/examples.txt)
+file(STRINGS ${PROJECT_SOURCE_DIR}/man/examples.txt _ckpt_examples REGEX "^[^#]")
+foreach(_ex IN LISTS _ckpt_examples)
+  string(STRIP "${_ex}" _ex)
+  string(REGEX REPLACE "^(testdata|tests/cli/data)/" "" _rel "${_ex}")
+  get_filename_component(_dir "${CMAKE_INSTALL_DATADIR}/ckpt/examples/${_rel}" DIRECTORY)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/${_ex})
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_ex} DESTINATION ${_dir} COMPONENT ckpt)
+  elseif(EXISTS ${PROJECT_SOURCE_DIR}/${_ex})
+    install(FILES ${PROJECT_SOURCE_DIR}/${_ex} DESTINATION ${_dir} COMPONENT ckpt)
+  else()
+    message(FATAL_ERROR "man/examples.txt: no such file or folder: ${_ex}")
+  endif()
+endforeach()
 
 # JSON Schemas of the ckpt.*/1 outputs, when the tree has them.
 if(EXISTS ${PROJECT_SOURCE_DIR}/schemas)
