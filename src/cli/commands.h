@@ -63,6 +63,7 @@ struct DiffCliOptions : LimitOptions, TextOrJsonOptions {
   double atol = 0.0, rtol = 0.0;
   std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
   bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
+  bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
 };
 
 void setup_diff(CLI::App& app, DiffCliOptions& o);

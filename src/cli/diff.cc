@@ -28,6 +28,13 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
       ->type_name("P");
   sub->add_option("--add-prefix", o.add_prefix, "Add this prefix to every key of A (after --strip-prefix) before pairing")
       ->type_name("P");
+  sub->add_flag("--ignore-dtype", o.ignore_dtype,
+                "A dtype change alone is no difference; values are compared after casting both to the promoted dtype "
+                "(torch.testing.assert_close(check_dtype=False))");
+  sub->add_flag("--ignore-metadata", o.ignore_metadata,
+                "Compare the tensors alone: leave out training state, hyper-parameters, optimizer, schedulers and config.json");
+  sub->add_flag("-v,--verbose", o.verbose,
+                "Also list the tensors within tolerance and every metadata change (text; JSON always lists them)");
   add_limit_option(sub, o);
 }
 
@@ -52,11 +59,16 @@ int run_diff(const DiffCliOptions& o) {
   d.values = o.values;
   d.atol = o.atol;
   d.rtol = o.rtol;
+  d.ignore_dtype = o.ignore_dtype;
+  d.ignore_metadata = o.ignore_metadata;
+  d.verbose = o.verbose;
+  d.config_bytes = lim.string_bytes;
   Progress progress;  // as load's: stderr, TTY only, work over a second
   progress.enabled = o.values && !o.wants_json() && isatty(STDERR_FILENO);
   d.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };
   const DiffResult r = diff_checkpoints(*a, *b, d);
   progress.clear();
+  for (const std::string& w : r.warnings) fmt::print(stderr, "ckpt: warning: {}\n", w);
   const std::string out = o.wants_json() ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
   write_output(stdout, out);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)

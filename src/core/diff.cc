@@ -8,11 +8,16 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/hf_config.h"
 #include "core/keys.h"
+#include "core/lightning_details.h"
+#include "core/mapped_file.h"
 #include "core/storage.h"
+#include "core/summary.h"
 #include "core/text.h"
 #include "core/value_diff.h"
 #include "core/values.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 namespace {
@@ -56,7 +61,140 @@ std::unordered_map<std::string, size_t> renamed_keys(const Checkpoint& c, const 
   return out;
 }
 
+using J = nlohmann::ordered_json;
+
+bool is_optimizer_key(const std::string& k) { return k == "optimizer_states" || k == "optimizer" || k == "optimizers"; }
+bool is_scheduler_key(const std::string& k) { return k == "lr_schedulers" || k == "scheduler" || k == "schedulers"; }
+
+const char* section_of(const std::string& top) {
+  if (top == "hyper_parameters" || top == "hparams" || top == "datamodule_hyper_parameters") return "hyper_parameters";
+  if (is_optimizer_key(top)) return "optimizer";
+  if (is_scheduler_key(top)) return "lr_scheduler";
+  if (top == "callbacks") return "callbacks";
+  if (top == "loops") return "loops";
+  if (top == "config.json") return "config";
+  return "training";
+}
+
+// config.json as the file has it (every key, in its order); the facts read_hf_config took from it when
+// it cannot be read again, {"error": ...} when it could not be read at all.
+J config_doc(const HfConfig& c, uint64_t most) {
+  if (!c.error.empty()) return J{{"error", c.error}};
+  try {
+    auto file = vfs::open(c.path);
+    const ByteView v = file->view();
+    if (v.size() <= most) {
+      const std::string_view text = v.str(0, v.size());
+      J j = J::parse(text.begin(), text.end(), nullptr, false, false);
+      if (j.is_object()) return j;
+    }
+  } catch (const InputError&) {
+  }
+  return hf_json(c);
+}
+
+// What the readers kept beside the tensors, as one JSON object per file: each training-dict key in the
+// file's order (Lightning's param groups, schedulers and callback states as summary shows them, with
+// the 1-element tensors' values), and a Hugging Face folder's config.json. The optimizer's per-parameter
+// state is tensors: compared apart (state_tensors).
+J metadata_doc(const Checkpoint& ck, uint64_t config_bytes) {
+  J md = J::object();
+  const TrainingInfo& tr = ck.training;
+  const J tj = training_json(tr);  // null when the reader kept no details
+  for (const std::string& key : tr.order) {
+    if (key == "callback_tensors") continue;  // the callbacks' states carry their values
+    if (key == "callbacks" && tr.callbacks) {
+      J cbs = J::object();
+      if (tj.is_object())
+        for (const J& c : tj["callbacks"]) cbs[c["key"].get<std::string>()] = c["state"];
+      else
+        for (const std::string& k : *tr.callbacks) cbs[k] = nullptr;
+      md[key] = std::move(cbs);
+    } else if (key == "loops" && tr.loops) {
+      md[key] = tj.is_object() && tj["loops"].is_object() ? tj["loops"] : J(*tr.loops);
+    } else if (const TrainingInfo::State* st = tr.state(key)) {
+      J list = J::array();
+      if (tj.is_object() && is_optimizer_key(key)) {
+        for (const J& o : tj["optimizers"])
+          if (o["key"] == key) list.push_back(J{{"class", o["class"]}, {"param_groups", o["param_groups"]}, {"state", o["state"]}});
+      } else if (tj.is_object() && is_scheduler_key(key)) {
+        for (const J& s : tj["lr_schedulers"])
+          if (s["key"] == key) list.push_back(J{{"class", s["class"]}, {"state", s["state"]}});
+      }
+      md[key] = list.empty() ? state_json(*st) : std::move(list);
+    } else if (const TrainingInfo::Data* d = tr.entry(key)) {
+      md[key] = data_json(*d);
+    }
+  }
+  if (ck.hf) md["config.json"] = config_doc(*ck.hf, config_bytes);
+  return md;
+}
+
+std::string child(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+
+// Every value that differs between a and b, as deep as both are objects (or arrays of one length).
+void compare_json(const J& a, const J& b, bool in_a, bool in_b, const std::string& section, const std::string& path,
+                  std::vector<MetaChange>& out) {
+  if (in_a && in_b && a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      auto jt = b.find(it.key());
+      compare_json(*it, jt == b.end() ? J() : *jt, true, jt != b.end(), section, child(path, it.key()), out);
+    }
+    for (auto jt = b.begin(); jt != b.end(); ++jt)
+      if (!a.contains(jt.key())) compare_json(J(), *jt, false, true, section, child(path, jt.key()), out);
+    return;
+  }
+  if (in_a && in_b && a.is_array() && b.is_array() && a.size() == b.size()) {
+    for (size_t k = 0; k < a.size(); ++k) compare_json(a[k], b[k], true, true, section, fmt::format("{}[{}]", path, k), out);
+    return;
+  }
+  if (in_a && in_b && a == b) return;
+  out.push_back(MetaChange{section, path, in_a ? a : J(), in_b ? b : J(), in_a, in_b});
+}
+
+// The tensors a file holds outside the model (an optimizer's per-parameter state, a callback's score):
+// each present storage that no model entry uses, as one flat tensor of its dtype, in the file's order.
+std::vector<Tensor> state_tensors(const Checkpoint& ck) {
+  std::vector<Tensor> out;
+  for (const Storage& s : ck.storages) {
+    if (s.in_model || !s.present || !s.dtype || !s.chunks.empty()) continue;
+    Tensor t;
+    t.name = "storage " + s.key;
+    t.dtype = s.dtype;
+    t.numel = static_cast<int64_t>(s.numel);
+    t.shape = {t.numel};
+    t.stride = {1};
+    t.bytes = s.nbytes;
+    t.storage = s.key;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+J state_side(const std::vector<Tensor>& ts) {
+  uint64_t bytes = 0;
+  for (const Tensor& t : ts) bytes += t.bytes;
+  return J{{"storages", ts.size()}, {"bytes", bytes}};
+}
+
 }  // namespace
+
+const char* to_string(DiffVerdict v) {
+  switch (v) {
+    case DiffVerdict::Same: return "same";
+    case DiffVerdict::WithinTolerance: return "within tolerance";
+    case DiffVerdict::Different: return "different";
+  }
+  return "different";
+}
+
+DiffVerdict DiffResult::verdict(const DiffOptions& o) const {
+  bool meta_differs = false, meta_within = false;
+  for (const MetaChange& m : metadata) (m.within ? meta_within : meta_differs) = true;
+  if (!(o.values ? within_tolerance : equal) || meta_differs) return DiffVerdict::Different;
+  if (!equal || meta_within) return DiffVerdict::WithinTolerance;
+  return DiffVerdict::Same;
+}
 
 DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
   DiffResult r;
@@ -66,6 +204,15 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
   size_t exact = 0;
   for (const auto& [name, k] : in_a) exact += in_b.count(name);
   r.keys_equal = exact == in_a.size() && exact == in_b.size();
+
+  // A rename asked for that renames nothing is most likely a typo: said on stderr.
+  if (!o.strip_prefix.empty()) {
+    auto starts = [&](const Tensor& t) { return t.name.compare(0, o.strip_prefix.size(), o.strip_prefix) == 0; };
+    if (std::none_of(A.tensors.begin(), A.tensors.end(), starts) && std::none_of(B.tensors.begin(), B.tensors.end(), starts))
+      r.warnings.push_back(fmt::format("--strip-prefix '{}' matches no key in A or B", visible(o.strip_prefix)));
+  }
+  if (!o.add_prefix.empty() && exact == 0 && !A.tensors.empty())
+    r.warnings.push_back(fmt::format("--add-prefix '{}' gives no key of A a partner in B", visible(o.add_prefix)));
 
   // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
   if (!r.keys_equal) {
@@ -85,30 +232,28 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
       }
     }
   }
-  auto partner = [&](const std::string& a_name) -> const Tensor* {  // a_name renamed
+  auto partner = [&](const std::string& a_name) -> std::optional<size_t> {  // a_name renamed
     std::string b_name = a_name;
     if (r.prefix_op == "b_adds") b_name = r.prefix + a_name;
     if (r.prefix_op == "b_removes") {
-      if (a_name.compare(0, r.prefix.size(), r.prefix) != 0) return nullptr;
+      if (a_name.compare(0, r.prefix.size(), r.prefix) != 0) return std::nullopt;
       b_name = a_name.substr(r.prefix.size());
     }
     auto it = in_b.find(b_name);
-    return it == in_b.end() ? nullptr : &B.tensors[it->second];
+    return it == in_b.end() ? std::nullopt : std::optional<size_t>(it->second);
   };
 
   const StorageIndex index_a(A), index_b(B);
-  std::unordered_map<const Tensor*, bool> matched_b;
+  std::vector<bool> paired_a(A.tensors.size(), false), paired_b(B.tensors.size(), false);
   std::vector<TensorDiff> paired;  // in A's order
   std::vector<ValuePair> jobs;
   std::vector<size_t> job_of;  // index in `paired` of each job
   for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
     const Tensor& ta = A.tensors[ka];
-    const Tensor* tb = partner(names_a[ka]);
-    if (!tb) {
-      r.only_in_a.push_back(ta.name);
-      continue;
-    }
-    matched_b[tb] = true;
+    const std::optional<size_t> kb = partner(names_a[ka]);
+    if (!kb) continue;
+    const Tensor* tb = &B.tensors[*kb];
+    paired_a[ka] = paired_b[*kb] = true;
     ++r.paired;
     TensorDiff& d = paired.emplace_back();
     d.a = ta.name;
@@ -133,15 +278,57 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
       }
     }
   }
+
+  // Keys only one side has: a tied copy of a key both have (the other side saved the pair once), or
+  // only in that side. Summary's same_tensor tells which entries are one tensor.
+  auto unpaired = [&](const Checkpoint& ck, const std::vector<bool>& is_paired, char side, std::vector<std::string>& only) {
+    if (std::all_of(is_paired.begin(), is_paired.end(), [](bool p) { return p; })) return;
+    const Summary s = summarize(ck);
+    std::unordered_map<size_t, size_t> paired_of_group;  // same_tensor -> the first paired entry of that tensor
+    for (size_t k = 0; k < ck.tensors.size(); ++k)
+      if (is_paired[k]) paired_of_group.emplace(s.same_tensor[k], k);
+    for (size_t k = 0; k < ck.tensors.size(); ++k) {
+      if (is_paired[k]) continue;
+      const Tensor& t = ck.tensors[k];
+      const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;  // no view: never tied
+      auto it = lazy ? paired_of_group.end() : paired_of_group.find(s.same_tensor[k]);
+      if (it != paired_of_group.end()) r.tied.push_back({t.name, side, ck.tensors[it->second].name});
+      else only.push_back(t.name);
+    }
+  };
+  unpaired(A, paired_a, 'a', r.only_in_a);
+  unpaired(B, paired_b, 'b', r.only_in_b);
+
   ValueCompareOptions vo;
   vo.atol = o.atol;
   vo.rtol = o.rtol;
   vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   vo.piece_bytes = o.piece_bytes;
   vo.wide_simd = o.wide_simd;
+  vo.promote = o.ignore_dtype;
+
+  // The tensors outside the model (optimizer state): the same dtypes and sizes in the same order, and
+  // with --values the same values (their pages are compared with the model's, in one pass).
+  std::vector<Tensor> state_a, state_b;
+  size_t state_jobs = 0;
+  bool state_layout_equal = true;
+  if (!o.ignore_metadata) {
+    state_a = state_tensors(A);
+    state_b = state_tensors(B);
+    state_layout_equal = state_a.size() == state_b.size();
+    for (size_t k = 0; state_layout_equal && k < state_a.size(); ++k)
+      state_layout_equal = state_a[k].dtype == state_b[k].dtype && state_a[k].numel == state_b[k].numel;
+    if (o.values && state_layout_equal)
+      for (size_t k = 0; k < state_a.size(); ++k) {
+        const View va = storage_view(A, state_a[k], index_a), vb = storage_view(B, state_b[k], index_b);
+        if (!va.bytes || !vb.bytes || !numeric(state_a[k].dtype)) continue;
+        jobs.push_back({&state_a[k], &state_b[k], va.bytes, vb.bytes, va.file, vb.file});
+        ++state_jobs;
+      }
+  }
   vo.progress = o.progress;
   const std::vector<ValueDiff> values = compare_values(jobs, vo);
-  for (size_t j = 0; j < jobs.size(); ++j) {
+  for (size_t j = 0; j < job_of.size(); ++j) {
     TensorDiff& d = paired[job_of[j]];
     d.max_abs = values[j].max_abs;
     d.max_rel = values[j].max_rel;
@@ -150,18 +337,43 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     r.max_abs = std::max(r.max_abs, d.max_abs);
   }
   for (TensorDiff& d : paired) {
-    const bool same_meta = d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
-    if (!same_meta || !d.values_equal) r.changed.push_back(std::move(d));
+    const bool dtype_changed = d.dtype_a != d.dtype_b;
+    d.differs = d.shape_a != d.shape_b || d.state_changed || (dtype_changed && !o.ignore_dtype) || (d.compared && !d.within);
+    if (dtype_changed && o.ignore_dtype) ++r.dtype_ignored;
+    if (d.differs) ++r.differ;
+    else if (d.compared && !d.values_equal) ++r.within;
+    else ++r.same_pairs;
+    if (dtype_changed || d.shape_a != d.shape_b || d.state_changed || !d.values_equal) r.changed.push_back(std::move(d));
   }
-  for (const Tensor& tb : B.tensors)
-    if (!matched_b.count(&tb)) r.only_in_b.push_back(tb.name);
+  const bool keys_ok = r.keys_equal || r.prefix_op.empty();  // a detected rename is a difference
+  r.equal = keys_ok && r.only_in_a.empty() && r.only_in_b.empty() && r.differ == 0 && r.within == 0;
+  r.within_tolerance = keys_ok && r.only_in_a.empty() && r.only_in_b.empty() && r.differ == 0;
 
-  const bool structure = r.keys_equal && r.only_in_a.empty() && r.only_in_b.empty() &&
-                         std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) {
-                           return d.dtype_a == d.dtype_b && d.shape_a == d.shape_b && !d.state_changed;
-                         });
-  r.equal = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.values_equal; });
-  r.within_tolerance = structure && std::all_of(r.changed.begin(), r.changed.end(), [](const TensorDiff& d) { return d.within; });
+  if (!o.ignore_metadata) {
+    r.metadata_compared = true;
+    const J ma = metadata_doc(A, o.config_bytes), mb = metadata_doc(B, o.config_bytes);
+    r.metadata_present = !ma.empty() || !mb.empty() || !state_a.empty() || !state_b.empty();
+    for (auto it = ma.begin(); it != ma.end(); ++it) {
+      auto jt = mb.find(it.key());
+      compare_json(*it, jt == mb.end() ? J() : *jt, true, jt != mb.end(), section_of(it.key()), it.key(), r.metadata);
+    }
+    for (auto jt = mb.begin(); jt != mb.end(); ++jt)
+      if (!ma.contains(jt.key())) compare_json(J(), *jt, false, true, section_of(jt.key()), jt.key(), r.metadata);
+    if (!state_layout_equal) {
+      r.metadata.push_back(MetaChange{"optimizer_state", "tensors outside the model", state_side(state_a), state_side(state_b),
+                                      !state_a.empty(), !state_b.empty()});
+    } else if (state_jobs > 0) {
+      MetaChange m{"optimizer_state", "tensors outside the model", state_side(state_a), state_side(state_b)};
+      m.within = true;
+      for (size_t j = job_of.size(); j < jobs.size(); ++j) {
+        if (values[j].equal) continue;
+        ++m.values_changed;
+        m.max_abs = std::max(m.max_abs, values[j].max_abs);
+        m.within = m.within && values[j].within;
+      }
+      if (m.values_changed > 0) r.metadata.push_back(std::move(m));
+    }
+  }
   return r;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/lightning_details.h"
 #include "core/text.h"
 
 namespace ckpt {
@@ -111,13 +112,87 @@ void write_check_json(const CheckReport& r, std::FILE* f) {
 
 // ---- diff ----
 
+namespace {
+
+// A metadata value on one line: compact JSON (strings bare), at most 80 bytes.
+std::string meta_value(const J& v, bool present) {
+  if (!present) return "(absent)";
+  const std::string text = v.is_string() ? v.get<std::string>() : json_text(v, -1);
+  bool cut = false;
+  std::string out = visible_prefix(text, 80, &cut);
+  return cut ? out + "..." : out;
+}
+
+// The top-level key a metadata path starts with ("optimizer_states" for "optimizer_states[0].lr").
+std::string top_key(const MetaChange& m) {
+  if (m.path.rfind("config.json", 0) == 0) return "config.json";
+  return m.path.substr(0, m.path.find_first_of(".["));
+}
+
+std::string state_change_text(const MetaChange& m) {
+  auto side = [](const J& s, bool present) {
+    return present ? fmt::format("{} storages, {} bytes", s.value("storages", 0), s.value("bytes", 0)) : std::string("none");
+  };
+  if (m.values_changed == 0) return fmt::format("{} -> {}", side(m.a, m.in_a), side(m.b, m.in_b));
+  return fmt::format("values of {} of {} storages changed, max abs diff {:.6g}{}", m.values_changed, m.a.value("storages", 0),
+                     m.max_abs, m.within ? " (within tolerance)" : "");
+}
+
+// Lightning's progress counters (derived from the loops) that moved: "epochs completed 1 -> 3, ...".
+std::string progress_moves(const Checkpoint& a, const Checkpoint& b) {
+  const J ta = training_json(a.training), tb = training_json(b.training);
+  if (!ta.is_object() || !tb.is_object() || !ta["progress"].is_object() || !tb["progress"].is_object()) return "";
+  std::vector<std::string> bits;
+  for (auto [k, label] : {std::pair{"epochs_completed", "epochs completed"}, std::pair{"batches_completed", "batches"},
+                          std::pair{"optimizer_steps", "optimizer steps"}, std::pair{"scheduler_steps", "scheduler steps"}}) {
+    const J& x = ta["progress"].contains(k) ? ta["progress"][k] : J();
+    const J& y = tb["progress"].contains(k) ? tb["progress"][k] : J();
+    if (x != y) bits.push_back(fmt::format("{} {} -> {}", label, meta_value(x, !x.is_null()), meta_value(y, !y.is_null())));
+  }
+  return join(bits, ", ");
+}
+
+std::string tensor_counts(const DiffResult& r) {
+  std::vector<std::string> parts;
+  auto put = [&](size_t n, const char* what) {
+    if (n) parts.push_back(fmt::format("{} {}", n, what));
+  };
+  put(r.differ, "differ");
+  put(r.only_in_a.size(), "only in A");
+  put(r.only_in_b.size(), "only in B");
+  put(r.tied.size(), "tied (dropped)");
+  put(r.within, "within tolerance");
+  put(r.same_pairs, "same");
+  std::string out = parts.empty() ? std::string("none") : join(parts, ", ");
+  if (r.dtype_ignored) out += fmt::format(" ({} of another dtype, --ignore-dtype)", r.dtype_ignored);
+  return out;
+}
+
+std::string metadata_counts(const DiffResult& r) {
+  if (!r.metadata_compared) return "not compared (--ignore-metadata)";
+  if (!r.metadata_present) return "none";
+  size_t within = 0;
+  for (const MetaChange& m : r.metadata) within += m.within;
+  if (r.metadata.empty()) return "same";
+  if (within == r.metadata.size()) return fmt::format("{} within tolerance", within);
+  return fmt::format("{} changed", r.metadata.size() - within) + (within ? fmt::format(", {} within tolerance", within) : "");
+}
+
+const char* verdict_json(DiffVerdict v) {
+  return v == DiffVerdict::Same ? "same" : v == DiffVerdict::WithinTolerance ? "within_tolerance" : "different";
+}
+
+}  // namespace
+
 std::string render_diff_text(const std::string& a_path, const std::string& b_path, const Checkpoint& a, const Checkpoint& b,
                              const DiffResult& r, const DiffOptions& o) {
   std::string out;
   out += fmt::format("A: {} ({}, {} tensors)\n", visible(a_path), format_title(a), a.tensors.size());
   out += fmt::format("B: {} ({}, {} tensors)\n", visible(b_path), format_title(b), b.tensors.size());
-  if (!o.strip_prefix.empty() || !o.add_prefix.empty())
-    out += fmt::format("renamed: strip '{}' (both), add '{}' (A)\n", visible(o.strip_prefix), visible(o.add_prefix));
+  std::vector<std::string> asked;
+  if (!o.strip_prefix.empty()) asked.push_back(fmt::format("strip '{}' (both)", visible(o.strip_prefix)));
+  if (!o.add_prefix.empty()) asked.push_back(fmt::format("add '{}' (A)", visible(o.add_prefix)));
+  if (!asked.empty()) out += "renamed: " + join(asked, ", ") + "\n";
   if (!r.prefix_op.empty())
     out += fmt::format("renamed: B is A {} the '{}' prefix ({} keys paired through it)\n",
                        r.prefix_op == "b_adds" ? "with" : "without", visible(r.prefix), r.paired);
@@ -126,10 +201,15 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
                        visible(r.hint_strip_prefix));
   for (const auto& k : r.only_in_a) out += fmt::format("only in A: {}\n", visible(k));
   for (const auto& k : r.only_in_b) out += fmt::format("only in B: {}\n", visible(k));
+  for (const TiedDrop& t : r.tied)
+    out += fmt::format("tied, dropped in {}: {} (tied to {})\n", t.side == 'a' ? 'B' : 'A', visible(t.name), visible(t.tied_to));
+  // Each pair that differs; pairs within tolerance (or of another dtype under --ignore-dtype) with --verbose.
   for (const TensorDiff& d : r.changed) {
+    if (!d.differs && !o.verbose) continue;
     const std::string name = d.a == d.b ? visible(d.a) : visible(d.a) + " -> " + visible(d.b);
     const std::string dtype_a = visible(d.dtype_a), dtype_b = visible(d.dtype_b);
-    if (d.dtype_a != d.dtype_b) out += fmt::format("dtype: {}: {} -> {}\n", name, dtype_a, dtype_b);
+    if (d.dtype_a != d.dtype_b)
+      out += fmt::format("dtype: {}: {} -> {}{}\n", name, dtype_a, dtype_b, o.ignore_dtype ? " (--ignore-dtype)" : "");
     if (d.shape_a != d.shape_b) out += fmt::format("shape: {}: {} -> {}\n", name, shape_text(d.shape_a), shape_text(d.shape_b));
     if (d.state_changed) out += fmt::format("state: {}: materialized / meta / uninitialized differ\n", name);
     if (d.compared && !d.values_equal) {
@@ -139,10 +219,43 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
       else out += fmt::format("values: {}: bytes differ ({} has no float64 view)\n", name, dtype_a);
     }
   }
-  out += fmt::format("{}: {} paired, {} only in A, {} only in B, {} changed{}\n", r.same(o) ? "same" : "different", r.paired,
-                     r.only_in_a.size(), r.only_in_b.size(), r.changed.size(),
-                     o.values ? fmt::format("; values compared for {} (atol {}, rtol {})", r.compared, o.atol, o.rtol)
-                              : std::string("; values not compared (--values)"));
+  // Metadata: one line per change; without --verbose the loops (Lightning's progress counters, which
+  // every step moves) as one line, and at most 10 lines per top-level key.
+  constexpr size_t kPerKey = 10;
+  std::vector<std::pair<std::string, size_t>> shown;  // top key -> lines so far (few keys: a vector)
+  size_t loops = 0;
+  std::vector<std::pair<std::string, size_t>> more;
+  for (const MetaChange& m : r.metadata) {
+    if (m.within && !o.verbose) continue;
+    const std::string key = top_key(m);
+    if (m.section == "loops" && !o.verbose) {
+      ++loops;
+      continue;
+    }
+    auto it = std::find_if(shown.begin(), shown.end(), [&](const auto& p) { return p.first == key; });
+    if (it == shown.end()) it = shown.insert(shown.end(), {key, 0});
+    if (++it->second > kPerKey && !o.verbose) {
+      auto jt = std::find_if(more.begin(), more.end(), [&](const auto& p) { return p.first == key; });
+      if (jt == more.end()) more.push_back({key, 1});
+      else ++jt->second;
+      continue;
+    }
+    if (m.section == "optimizer_state") out += fmt::format("metadata: {} (optimizer state): {}\n", m.path, state_change_text(m));
+    else out += fmt::format("metadata: {}: {} -> {}\n", visible(m.path), meta_value(m.a, m.in_a), meta_value(m.b, m.in_b));
+  }
+  for (const auto& [key, n] : more) out += fmt::format("metadata: {}: {} more changed (--verbose lists them)\n", visible(key), n);
+  if (loops) {
+    const std::string moves = progress_moves(a, b);
+    out += fmt::format("metadata: loops: {} value{} changed{} (--verbose lists them)\n", loops, loops == 1 ? "" : "s",
+                       moves.empty() ? "" : ": " + moves);
+  }
+  const DiffVerdict v = r.verdict(o);
+  const bool meta_only = v == DiffVerdict::Different && (o.values ? r.within_tolerance : r.equal);
+  if (meta_only) out += "hint: only the metadata differs: --ignore-metadata compares the tensors alone\n";
+  const std::string renamed = r.prefix_op.empty() ? "" : fmt::format("keys renamed ('{}'); ", visible(r.prefix));
+  out += fmt::format("{}: {}tensors: {}; metadata: {}; {}\n", to_string(v), renamed, tensor_counts(r), metadata_counts(r),
+                     o.values ? fmt::format("values compared for {} (atol {}, rtol {})", r.compared, o.atol, o.rtol)
+                              : std::string("values not compared (--values)"));
   return out;
 }
 
@@ -155,6 +268,8 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
   j["values_compared"] = o.values;
   j["atol"] = o.atol;
   j["rtol"] = o.rtol;
+  j["ignore_dtype"] = o.ignore_dtype;
+  j["ignore_metadata"] = o.ignore_metadata;
   j["keys_equal"] = r.keys_equal;
   j["prefix"] = r.prefix_op.empty() ? J(nullptr) : J{{r.prefix_op, r.prefix}};
   j["strip_prefix"] = o.strip_prefix;
@@ -163,6 +278,9 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
   j["paired"] = r.paired;
   j["only_in_a"] = r.only_in_a;
   j["only_in_b"] = r.only_in_b;
+  J tied = J::array();
+  for (const TiedDrop& t : r.tied) tied.push_back({{"name", t.name}, {"side", std::string(1, t.side)}, {"tied_to", t.tied_to}});
+  j["tied"] = std::move(tied);
   J changed = J::array();
   for (const TensorDiff& d : r.changed) {
     J c{{"a", d.a}, {"b", d.b}, {"dtype_a", d.dtype_a}, {"dtype_b", d.dtype_b}, {"shape_a", d.shape_a}, {"shape_b", d.shape_b}};
@@ -173,12 +291,40 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
       c["max_rel_diff"] = d.comparable ? J(d.max_rel) : J(nullptr);
       c["within_tolerance"] = d.within;
     }
+    c["differs"] = d.differs;
     changed.push_back(std::move(c));
   }
   j["changed"] = std::move(changed);
   j["max_abs_diff"] = r.max_abs;
   j["equal"] = r.equal;
   j["within_tolerance"] = o.values ? J(r.within_tolerance) : J(nullptr);
+  if (r.metadata_compared) {
+    J changes = J::array();
+    for (const MetaChange& m : r.metadata) {
+      J c{{"section", m.section}, {"path", m.path}, {"a", m.a}, {"b", m.b}, {"in_a", m.in_a}, {"in_b", m.in_b}};
+      if (m.section == "optimizer_state" && m.values_changed > 0) {
+        c["values_changed"] = m.values_changed;
+        c["max_abs_diff"] = m.max_abs;
+        c["within_tolerance"] = m.within;
+      }
+      changes.push_back(std::move(c));
+    }
+    j["metadata"] = {{"present", r.metadata_present}, {"changes", std::move(changes)}};
+  } else {
+    j["metadata"] = nullptr;
+  }
+  size_t meta_within = 0;
+  for (const MetaChange& m : r.metadata) meta_within += m.within;
+  j["counts"] = {{"differ", r.differ},
+                 {"within_tolerance", r.within},
+                 {"same", r.same_pairs},
+                 {"only_in_a", r.only_in_a.size()},
+                 {"only_in_b", r.only_in_b.size()},
+                 {"tied", r.tied.size()},
+                 {"dtype_ignored", r.dtype_ignored},
+                 {"metadata_changed", r.metadata.size() - meta_within},
+                 {"metadata_within_tolerance", meta_within}};
+  j["verdict"] = verdict_json(r.verdict(o));
   return json_text(j) + "\n";
 }
 

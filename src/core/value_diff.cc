@@ -183,9 +183,35 @@ __attribute__((target("avx2"))) void compare_block_avx2(const double* x, const d
 }
 #endif
 
-// Compares `n` elements contiguous on both sides.
+bool is_float(Kind k) { return k == Kind::F32 || k == Kind::F64 || k == Kind::F16 || k == Kind::BF16; }
+
+// x rounded to nearest even with `bits` significand bits (the leading one included), exponents below
+// `min_exp` as subnormals, past `max_finite` to inf.
+double round_bits(double x, int bits, int min_exp, double max_finite) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const int e = std::max(std::ilogb(x), min_exp);
+  const double scale = std::ldexp(1.0, bits - 1 - e);
+  const double r = std::nearbyint(x * scale) / scale;  // the default rounding mode: to nearest even
+  return std::fabs(r) > max_finite ? std::copysign(INFINITY, x) : r;
+}
+
+double round_kind(double x, Kind k) {
+  if (k == Kind::F32) return static_cast<double>(static_cast<float>(x));
+  if (k == Kind::F16) return round_bits(x, 11, -14, 65504.0);
+  if (k == Kind::BF16) return round_bits(x, 8, -126, 3.3895313892515355e38);
+  return x;
+}
+
+// The kind a side is cast to before comparing (torch.promote_types: a floating dtype wins over an
+// integer one and keeps its width), Bytes when the cast changes nothing in float64.
+Kind rounding(Kind self, Kind other, bool promote) {
+  if (!promote || is_float(self) || !is_float(other) || other == Kind::F64) return Kind::Bytes;
+  return other;
+}
+
+// Compares `n` elements contiguous on both sides; ra / rb: the kind each side is rounded to (Bytes: none).
 void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_t n, uint32_t ia, uint32_t ib, double atol,
-                 double rtol, bool wide, Acc& acc) {
+                 double rtol, bool wide, Kind ra, Kind rb, Acc& acc) {
   alignas(64) double x[kBlock], y[kBlock];
 #ifdef CKPT_DIFF_AVX
   static const bool avx2 = __builtin_cpu_supports("avx2");
@@ -200,6 +226,10 @@ void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_
     if (ka == kb && std::memcmp(qa, qb, m * ia) == 0) continue;  // bitwise equal: equal values, NaN included
     kConvert[static_cast<size_t>(ka)](qa, x, m);
     kConvert[static_cast<size_t>(kb)](qb, y, m);
+    if (ra != Kind::Bytes)
+      for (size_t j = 0; j < m; ++j) x[j] = round_kind(x[j], ra);
+    if (rb != Kind::Bytes)
+      for (size_t j = 0; j < m; ++j) y[j] = round_kind(y[j], rb);
     compare(x, y, m, atol, rtol, acc);
   }
 }
@@ -209,6 +239,7 @@ void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_
 struct Plan {
   const ValuePair* pair = nullptr;
   Kind ka = Kind::Bytes, kb = Kind::Bytes;
+  Kind ra = Kind::Bytes, rb = Kind::Bytes;  // compare_run's rounding of each side
   uint32_t ia = 0, ib = 0;
   std::vector<int64_t> shape, stride_a, stride_b;
   int64_t offset_a = 0, offset_b = 0;
@@ -245,6 +276,13 @@ float half_bits_to_float(uint16_t h) {
   return f;
 }
 
+double round_to_dtype(double x, std::string_view dtype) {
+  if (dtype == "float32") return round_kind(x, Kind::F32);
+  if (dtype == "float16") return round_kind(x, Kind::F16);
+  if (dtype == "bfloat16") return round_kind(x, Kind::BF16);
+  return x;
+}
+
 void ValueDiff::merge(const ValueDiff& o) {
   max_abs = std::max(max_abs, o.max_abs);
   max_rel = std::max(max_rel, o.max_rel);
@@ -263,6 +301,10 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     pl.pair = &p;
     pl.ka = kind_of(*a.dtype);
     pl.kb = kind_of(*b.dtype);
+    if (pl.ka != Kind::Bytes && pl.kb != Kind::Bytes) {
+      pl.ra = rounding(pl.ka, pl.kb, o.promote);
+      pl.rb = rounding(pl.kb, pl.ka, o.promote);
+    }
     pl.ia = a.dtype->itemsize;
     pl.ib = b.dtype->itemsize;
     pl.shape = a.shape;
@@ -345,7 +387,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
               if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
               return;
             }
-            compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, acc);
+            compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra, pl.rb,
+                        acc);
           });
       if (own_pages && p.a_file) p.a_file->release(sa, len_a);
       if (own_pages && p.b_file) p.b_file->release(sb, len_b);

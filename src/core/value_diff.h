@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "core/checkpoint.h"
@@ -39,6 +40,11 @@ struct ValueCompareOptions {
   unsigned threads = 1;
   uint64_t piece_bytes = 8ull << 20;  // bytes of A and B per work item
   bool wide_simd = true;  // AVX2 where the CPU has it; false: the baseline SSE2 loop (tests cover both)
+  // diff --ignore-dtype, as torch.testing.assert_close(check_dtype=False): a pair of two dtypes is compared
+  // after both are cast to torch.promote_types of the two. Only an integer side against a narrower
+  // floating dtype is changed by that cast (int32 against float32, int16 against float16 / bfloat16 are
+  // rounded to nearest even, past the largest float16 to inf); every other promotion is exact in float64.
+  bool promote = false;
   // (bytes of A and B compared, total), from the calling thread only, last with done == total.
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -48,5 +54,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
 
 // Exposed for tests: float16 bits as float (exact), the conversion compare_values uses.
 float half_bits_to_float(uint16_t h);
+// Exposed for tests: x rounded to float32 / float16 / bfloat16 ("float32", "float16", "bfloat16"), round
+// to nearest even as torch's casts do, overflow to inf; x itself for any other name.
+double round_to_dtype(double x, std::string_view dtype);
 
 }  // namespace ckpt
