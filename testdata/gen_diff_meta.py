@@ -26,6 +26,7 @@ and writes into diff_meta/:
   has it and torch.save keeps it);
 - gpt2_untied_bin/: the same with lm_head.weight a clone (not tied: a key safetensors did not drop);
 - a_bf16.pt: a.pt with every float32 tensor cast to bfloat16 (for --ignore-dtype);
+- ints.pt / ints_half.pt: int16 / int32 tensors and their float16 / bfloat16 casts (promotion rounds);
 
 and expected.json: what torch says about each pair (read back with torch.load).
 """
@@ -209,6 +210,36 @@ def main():
                 ok = False
         close[str(atol)] = ok
     expected["a_bf16.pt"] = {"a": "../formats/diff/a.pt", "tensors": pairs, "assert_close_check_dtype_false_rtol0": close}
+
+    # An integer tensor against its float16 / bfloat16 cast: promote_types gives the float dtype, in
+    # which the integers round to what the other side holds, so assert_close(check_dtype=False) passes
+    # at zero tolerance while the values differ in float64.
+    ints = torch.tensor([2049, 2051, 4097, -30001, 257, 259, 12345], dtype=torch.int16)
+    torch.save({"x": ints, "y": ints.to(torch.int32)}, os.path.join(out, "ints.pt"))
+    torch.save({"x": ints.to(torch.float16), "y": ints.to(torch.int32).to(torch.bfloat16)}, os.path.join(out, "ints_half.pt"))
+    ia = torch.load(os.path.join(out, "ints.pt"), weights_only=True)
+    ib = torch.load(os.path.join(out, "ints_half.pt"), weights_only=True)
+    res = {}
+    for k in ia:
+        try:
+            torch.testing.assert_close(ia[k], ib[k], check_dtype=False, atol=0, rtol=0)
+            res[k] = True
+        except AssertionError:
+            res[k] = False
+    expected["ints_half.pt"] = {
+        "a": "ints.pt",
+        "assert_close_check_dtype_false_exact": res,
+        "float64_equal": {k: bool(torch.equal(ia[k].double(), ib[k].double())) for k in ia},
+        "promoted": {k: str(torch.promote_types(ia[k].dtype, ib[k].dtype))[6:] for k in ia},
+    }
+    # Casts as torch rounds them (round to nearest even, overflow to inf), for value_diff's round_to_dtype.
+    xs = [0.1, 1e-8, 6e-8, 257.0, 259.0, 2049.0, 2051.0, 4097.0, 65504.0, 65519.0, 65520.0, 70000.0, 16777217.0,
+          3.3e38, 3.4e38, -12345.0, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -9]
+    t = torch.tensor(xs, dtype=torch.float64)
+    def js(x):  # JSON has no inf
+        return x if x == x and abs(x) != float("inf") else str(x)
+    expected["casts"] = {"inputs": xs, **{name: [js(x) for x in t.to(getattr(torch, name)).double().tolist()]
+                                          for name in ("float32", "float16", "bfloat16")}}
 
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=False)

@@ -234,3 +234,18 @@ TEST_CASE("diff --values: progress reaches the total from the calling thread") {
     CHECK(last == total);
   }
 }
+
+TEST_CASE("value_diff: round_to_dtype rounds as torch's casts do") {
+  const json e = test::read_json(test::testdata() / "diff_meta" / "expected.json")["casts"];
+  for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+    for (size_t k = 0; k < e["inputs"].size(); ++k) {
+      const double x = e["inputs"][k].get<double>();
+      const json& want = e[dtype][k];
+      const double w = want.is_string() ? (want.get<std::string>() == "inf" ? INFINITY : -INFINITY) : want.get<double>();
+      CAPTURE(dtype);
+      CAPTURE(x);
+      CHECK(round_to_dtype(x, dtype) == w);
+    }
+  }
+  CHECK(round_to_dtype(0.1, "float64") == 0.1);
+}
