@@ -94,9 +94,15 @@ else()
 endif()
 
 # The example files that the manual pages' examples read (man/examples.txt), so that they run from an
-# installed copy: testdata/X and tests/cli/data/X are both PREFIX/share/ckpt/examples/X.
+# installed copy: testdata/X and tests/cli/data/X are both PREFIX/share/ckpt/examples/X. A source
+# tree without testdata/ (the Docker build context leaves it out: .dockerignore) installs none.
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/man/examples.txt)
-file(STRINGS ${PROJECT_SOURCE_DIR}/man/examples.txt _ckpt_examples REGEX "^[^#]")
+if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/testdata)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/man/examples.txt _ckpt_examples REGEX "^[^#]")
+else()
+  set(_ckpt_examples "")
+  message(STATUS "ckpt: no testdata/, so the files of the manual's examples are not installed")
+endif()
 foreach(_ex IN LISTS _ckpt_examples)
   string(STRIP "${_ex}" _ex)
   string(REGEX REPLACE "^(testdata|tests/cli/data)/" "" _rel "${_ex}")

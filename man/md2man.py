@@ -168,10 +168,10 @@ def cut(text, cols):
     return len(text)
 
 
-def breaks(line, kind):
+def breaks(line, kind, max_depth=0):
     """Where LINE may be folded: the index just after a run of spaces (so that a folded line keeps
     its spaces and the next one starts at a word). Shell lines break only outside quotes; a
-    synopsis also only outside [brackets]."""
+    synopsis also only outside [brackets], or at most MAX_DEPTH of them deep."""
     out = []
     quote = None
     depth = 0
@@ -190,7 +190,7 @@ def breaks(line, kind):
                 continue
         if kind == "synopsis":
             depth += (ch == "[") - (ch == "]")
-        if ch == " " and k + 1 < len(line) and line[k + 1] != " " and depth <= 0 and line[:k].strip():
+        if ch == " " and k + 1 < len(line) and line[k + 1] != " " and depth <= max_depth and line[:k].strip():
             out.append(k + 1)
     return out
 
@@ -248,6 +248,9 @@ def fold(line, cols, kind):
     while width(line) > cols:
         room = cols - width(mark)
         fit = [k for k in breaks(line, kind) if width(line[:k]) <= room and k > rest_indent]
+        for depth in range(1, 4 if kind == "synopsis" else 1):
+            # Inside the fewest [brackets] it can.
+            fit = fit or [k for k in breaks(line, kind, depth) if width(line[:k]) <= room and k > rest_indent]
         if not fit and kind == "synopsis":
             fit = [k for k in breaks(line, "output") if width(line[:k]) <= room and k > rest_indent]
         later = [k for k in breaks(line, kind) if k > rest_indent]

@@ -15,8 +15,8 @@ For every page of man/pages.txt, in --dir:
 And for the manual as a whole: every docs/*.md is in it (or left out on purpose in pages.txt's `-`
 line), every part of it (the text before its first ## section and each ## section); ckpt(1), the
 summary page, stays under MAX_SUMMARY_LINES lines; every example file the pages name
-(examples-used.txt, written by md2man.py --examples-used) is installed by man/examples.txt, and
-every line there is named by an example.
+(examples-used.txt, written by md2man.py --examples-used) is installed by man/examples.txt, every
+line there is named by an example, and together they stay under MAX_EXAMPLES_BYTES.
 
   man_page.py --dir build/man --root DIR
 """
@@ -30,6 +30,8 @@ REQUIRED = ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS", "EXIT STAT
             "SEE ALSO"]
 WIDTH = 80
 MAX_SUMMARY_LINES = 600
+# The example files ship in the package: an example that needs a big file shows one of the small ones.
+MAX_EXAMPLES_BYTES = 4 << 20
 
 failures = []
 
@@ -172,6 +174,13 @@ def check_examples(args):
         if not any(u == l or u.startswith(l + "/") for l in listed):
             fail(f"an example names {u}, which man/examples.txt does not install: add it there")
     installed = {}
+    size = sum(os.path.getsize(os.path.join(d, f)) for l in listed
+               for d, _, fs in (os.walk(os.path.join(args.root, l)) if os.path.isdir(os.path.join(args.root, l))
+                                else [(args.root, [], [l] if os.path.exists(os.path.join(args.root, l)) else [])])
+               for f in fs)
+    print(f"man/examples.txt: {len(listed)} files and folders, {size} bytes")
+    if size > MAX_EXAMPLES_BYTES:
+        fail(f"man/examples.txt installs {size} bytes, over {MAX_EXAMPLES_BYTES}: show the examples on smaller files")
     for l in listed:
         if not any(u == l or u.startswith(l + "/") for u in used):
             fail(f"man/examples.txt installs {l}, which no example names")
