@@ -6,7 +6,7 @@
 #   scripts/action-check.sh [--ckpt PATH] [--fail-on LEVEL] [--format text|json|sarif]
 #                           [--base REF] [--output FILE] [--] [FILE...]
 #
-# Without FILEs it checks the checkpoint files (*.pt *.pth *.bin *.ckpt *.safetensors *.pt2 *.ptl)
+# Without FILEs it checks the checkpoint files (*.pt *.pth *.bin *.ckpt *.safetensors *.pt2 *.ptl *.pkl *.tar *.zip, as a directory walk)
 # added or modified between --base and HEAD, or every tracked one when --base is empty or all zeros
 # (a new branch). All the files go to one `ckpt check` call, so the report (stdout, or --output) is
 # ckpt's own for several inputs: text, JSON Lines (one ckpt.check/1 document per line; a single file
@@ -17,7 +17,8 @@
 set -uo pipefail
 
 ckpt="${CKPT:-ckpt}" fail_on="" format="text" base="" output=""
-pattern='\.(pt|pth|bin|ckpt|safetensors|pt2|ptl)$'
+# The extensions a directory walk reads (src/cli/inputs.cc kCheckpointExtensions), case-blind as there.
+pattern='\.(pt|pth|bin|ckpt|safetensors|pt2|ptl|pkl|tar|zip)$'
 usage() { echo "usage: $0 [--ckpt PATH] [--fail-on LEVEL] [--format FMT] [--base REF] [--output FILE] [--] [FILE...]" >&2; exit 2; }
 need() { [ $# -ge 2 ] || usage; }
 files=()
@@ -48,7 +49,7 @@ if [ ${#files[@]} -eq 0 ]; then
   fi
   while IFS= read -r f; do
     [ -n "$f" ] && [ -f "$f" ] && files+=("$f")
-  done < <(printf '%s\n' "$list" | grep -E "$pattern")
+  done < <(printf '%s\n' "$list" | grep -Ei "$pattern")
 fi
 if [ ${#files[@]} -eq 0 ]; then
   echo "ckpt check: no checkpoint files to check"
@@ -58,13 +59,18 @@ fi
 # What this ckpt can do: `--format` (an older one has only --json) and several FILEs in one call (an
 # older one checks one file per call).
 help=$("$ckpt" check --help 2>/dev/null)
-has_format=0 several=0
+has_format=0 several=0 jsonl=0
 [[ $help == *--format* ]] && has_format=1
+[[ $help == *jsonl* ]] && jsonl=1
 [[ $help == *FILE...* ]] && several=1
 args=(check)
 [ -n "$fail_on" ] && args+=(--fail-on "$fail_on")
 case "$format" in
   text) ;;
+  # JSON Lines whatever the number of files (a ckpt with --jsonl refuses --json for several)
+  json) if [ $jsonl = 1 ]; then args+=(--format jsonl)
+        elif [ $has_format = 1 ]; then args+=(--format json)
+        else args+=(--json); fi ;;
   *) if [ $has_format = 1 ]; then args+=(--format "$format")
      elif [ "$format" = json ]; then args+=(--json)
      else echo "action-check.sh: this ckpt has no --format $format" >&2; exit 2; fi ;;

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "core/findings.h"
+#include "core/integrity.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/render_report.h"
@@ -76,6 +78,12 @@ void setup_check(CLI::App& app, CheckOptions& o) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
+  sub->add_flag("--verify", o.verify,
+                "Read every zip member and compare it with the CRC-32 the archive records (as python -m zipfile -t; "
+                "torch.load does not): finding zip-crc-mismatch. Reads the whole file");
+  sub->add_flag("--values", o.values,
+                "Read every tensor and count NaN / Inf in each: finding nonfinite-values with the counts per tensor. "
+                "Reads the whole file");
   suggest(only, id_list);
   suggest(skip, id_list);
   add_color_option(sub);
@@ -116,11 +124,33 @@ int run_check(const CheckOptions& o) {
   plan.task_sees_walk_errors = true;  // reported as an unscanned file, like any read error
   const int rc = run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE* err) {
     CheckResult result;
+    std::vector<std::string> verified;
     bool environment = false;
     try {
       if (!item.error.empty()) throw InputError(item.name, item.error);
       if (item.name != "-" && vfs::kind(item.name) == vfs::Kind::Missing) (void)vfs::open(item.name);  // "cannot open"
       result = check_named(item.name, lim);
+      if ((o.verify || o.values) && result.read_error.empty()) {
+        // The checks that read every byte: on the same reader's view of the file, one pass each.
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / plan.jobs);
+        const Checkpoint ck = read_named(item.name, lim);
+        if (o.verify) {
+          ZipVerify v = verify_zip(ck, lim, threads);
+          for (Finding& f : v.findings) result.findings.push_back(std::move(f));
+          if (v.members == 0)
+            verified.push_back(fmt::format("--verify: no zip archive, nothing records a CRC-32 ({})", to_string(ck.format)));
+          else if (v.findings.empty())
+            verified.push_back(fmt::format("CRC-32 of {} zip members ({}) match{}", v.members, human_bytes(v.bytes),
+                                           v.unrecorded ? fmt::format("; {} record none (saved with compute_crc32=False)",
+                                                                      v.unrecorded)
+                                                        : ""));
+        }
+        if (o.values) {
+          std::vector<Finding> nf = nonfinite_findings(ck, threads);
+          if (nf.empty()) verified.push_back(fmt::format("{} tensors read, no NaN or Inf", ck.tensors.size()));
+          for (Finding& f : nf) result.findings.push_back(std::move(f));
+        }
+      }
     } catch (const InputError& e) {  // nothing could be read: reported as unscanned below, exit 3
       result = CheckResult{};
       result.read_error = e.render();
@@ -136,6 +166,7 @@ int run_check(const CheckOptions& o) {
     rep.never = never;
     rep.read_error = result.read_error;
     rep.scanned = result.scanned;
+    rep.verified = std::move(verified);
     for (Finding& f : result.findings) {
       if (!only.empty() && std::find(only.begin(), only.end(), f.id) == only.end()) continue;
       if (std::find(skip.begin(), skip.end(), f.id) != skip.end()) continue;

@@ -50,6 +50,8 @@ struct CheckOptions : LimitOptions {
   bool json = false, jsonl = false;  // the aliases of --format json / jsonl
   std::string format;  // text | json | jsonl | sarif; "" = text
   std::string fail_on = "error";  // info | warning | error | never
+  bool verify = false;  // --verify: every zip member's CRC-32 (core/integrity.h)
+  bool values = false;  // --values: NaN / Inf per tensor
   std::vector<std::string> only;  // rule ids (comma-separated or repeated)
   std::vector<std::string> skip;
 };
@@ -62,7 +64,6 @@ struct DiffCliOptions : LimitOptions, TextOrJsonOptions {
   bool values = false;
   double atol = 0.0, rtol = 0.0;
   std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
-  bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
   bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
 };
 
@@ -80,6 +81,7 @@ struct LoadOptions : LimitOptions, TextOrJsonOptions {
   std::string dtype;  // convert floating tensors ("float16", "bfloat16", ...)
   bool checksum = false;  // CRC-32 per tensor in the report
   bool tensors = false;  // text: list every tensor, not only the ones worth a look
+  std::string fail_on;  // "nonfinite": exit 1 when a loaded tensor holds NaN / Inf
   // cuda: the streaming load's staging (auto | pinned | register), ring and chunk sizes
   std::string staging = "auto";
   uint64_t ring_bytes = 256ull << 20, chunk_bytes = 16ull << 20;

@@ -15,14 +15,18 @@ namespace ckpt::cli {
 
 void setup_diff(CLI::App& app, DiffCliOptions& o) {
   auto* sub = app.add_subcommand("diff", "Compare two checkpoints: keys, dtypes, shapes, renames, and values");
-  sub->add_option("a", o.a, "First checkpoint (any format summary reads; - reads stdin; a URL: https://, hf://, s3://)")->required()->type_name("A");
-  sub->add_option("b", o.b, "Second checkpoint (- reads stdin; not both)")->required()->type_name("B");
+  sub->add_option("A", o.a, "First checkpoint (any format summary reads; - reads stdin; a URL: https://, hf://, s3://)")->required()->type_name("A");
+  sub->add_option("B", o.b, "Second checkpoint (- reads stdin; not both)")->required()->type_name("B");
   sub->add_flag(
       "--values", o.values,
       "Compare tensor values too (max absolute / relative difference per tensor; every core, with a progress bar on a terminal)");
-  sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")->default_val(0.0);
-  sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0);
-  add_text_or_json_options(sub, o, "ckpt.diff/1");
+  complete_none(non_negative_number(
+      sub->add_option("--atol", o.atol, "With --values: absolute tolerance, |a - b| <= atol + rtol * |b|")
+          ->default_val(0.0)
+          ->type_name("X")));
+  complete_none(non_negative_number(
+      sub->add_option("--rtol", o.rtol, "With --values: relative tolerance")->default_val(0.0)->type_name("X")));
+  add_text_or_json_options(sub, o, "ckpt.diff/1", false);
   sub->add_option("--strip-prefix", o.strip_prefix,
                   "Remove this prefix from the keys of both files that start with it before pairing (e.g. _orig_mod., module.)")
       ->type_name("P");

@@ -174,6 +174,18 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
                     "loads them with the code; they are not listed here",
                     cs->tensors));
 
+  // A load that loaded nothing is no success: say why, exit 1 (as an incomplete load).
+  const bool nothing = rep.tensors == 0;
+  if (nothing)
+    rep.notes.push_back(ck->format == Format::TorchScript && ck->torchscript.constants && ck->torchscript.constants->tensors
+                            ? "nothing loaded: the archive has no parameters or buffers (its constants load with the code)"
+                            : "nothing loaded: the file holds no tensors");
+  const bool nonfinite = o.fail_on == "nonfinite" && (rep.nan > 0 || rep.inf > 0);
+  if (nonfinite) {
+    size_t n = 0;
+    for (const LoadedTensor& t : rep.rows) n += t.stats.nan || t.stats.inf;
+    rep.notes.push_back(fmt::format("--fail-on nonfinite: {} tensor(s) hold NaN or Inf ({} NaN, {} Inf)", n, rep.nan, rep.inf));
+  }
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
@@ -191,7 +203,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
     delete arch;
     delete ck;
   }
-  return rep.incomplete() ? kExitFindings : kExitOk;
+  return rep.incomplete() || nothing || nonfinite ? kExitFindings : kExitOk;
 }
 
 }  // namespace

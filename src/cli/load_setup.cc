@@ -45,6 +45,11 @@ void setup_load(CLI::App& app, LoadOptions& o) {
                 ->type_name("SIZE"));
   byte_size(sub->add_option("--chunk", o.chunk_bytes, "cuda: one staging buffer (one read, one copy), 16M by default, at least 64k")
                 ->type_name("SIZE"));
+  one_of(sub->add_option("--fail-on", o.fail_on,
+                         "nonfinite: exit 1 when a loaded tensor holds NaN or Inf (the table lists each with its "
+                         "counts); cpu and cuda, which read every value")
+             ->type_name("WHAT"),
+         {"nonfinite"});
   add_color_option(sub);
   add_limit_option(sub, o);
 }
@@ -63,6 +68,8 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
     for (const char* opt : {"--staging", "--ring", "--chunk"})
       if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda (the streaming load)", opt));
   if (o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
+  if (o.fail_on == "nonfinite" && parse_device_spec(o.device).kind == DeviceSpec::Kind::Meta)
+    throw UsageError("--fail-on nonfinite needs --device cpu or cuda (meta reads no value)");
   if (o.ring_bytes < o.chunk_bytes) throw UsageError("--ring: at least one --chunk");
 }
 

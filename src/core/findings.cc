@@ -86,6 +86,14 @@ const std::vector<RuleInfo>& rule_catalogue() {
       {"tied-weights", Severity::Info, "entries sharing one tensor", "none needed; this is how tied weights are saved"},
       {"storage-views", Severity::Info, "storages viewed by several different entries",
        "none needed; each distinct view is counted, the storage once in storage_bytes"},
+      {"zip-crc-mismatch", Severity::Error,
+       "check --verify: zip members whose bytes disagree with the CRC-32 the archive records",
+       "copy or download the file again from its source and compare checksums"},
+      {"nonfinite-values", Severity::Error, "check --values: tensors holding NaN or Inf, with the counts per tensor",
+       "go back to a checkpoint from before training diverged (lower the learning rate, check the loss scale)"},
+      {"unreadable", Severity::Error,
+       "a file ckpt could not read, or read only in part (SARIF: a result, besides the tool notification)",
+       "see the error: a truncated or corrupt file, an unsupported format, or a path that does not exist"},
   };
   return k;
 }

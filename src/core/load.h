@@ -30,6 +30,7 @@ struct LoadedTensor {
   std::string name;  // after renaming
   std::string dtype;  // as loaded (after --dtype)
   std::vector<int64_t> shape;
+  bool shape_known = true;  // false: a lazy (uninitialized) entry whose shape the file does not give
   LoadState state = LoadState::Skipped;
   std::string reason;  // why skipped / left on meta
   bool zero_copy = false;  // CPU: a view of the mapped file

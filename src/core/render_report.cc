@@ -1,4 +1,5 @@
 #include "core/render_report.h"
+#include "core/render_tensors.h"
 
 #include <fmt/format.h>
 
@@ -47,6 +48,7 @@ std::string render_check_text(const CheckReport& r, bool color) {
     if (f.where.size() > 8) out += fmt::format("  ... and {} more\n", f.where.size() - 8);
     out += fmt::format("  fix: {}\n", visible(f.fix));
   }
+  for (const std::string& v : r.verified) out += fmt::format("verified: {}\n", visible(v));
   const std::string verdict = r.failed || r.read_error.empty()
                                   ? std::string(r.failed ? "FAIL" : "pass")
                                   : fmt::format("INCOMPLETE, not fully scanned: {}", visible(r.read_error));
@@ -101,6 +103,7 @@ std::string check_json_text(const CheckReport& r) {
                    {"locations", locations_json(x)},
                    {"compile", x.compile ? compile_facts_json(*x.compile) : J(nullptr)}});
   j["findings"] = std::move(fs);
+  j["verified"] = r.verified;
   j["status"] = to_string(r.status());
   return json_text(j) + "\n";
 }
@@ -423,7 +426,7 @@ std::string load_json_text(const LoadReport& r) {
     J x;
     x["name"] = t.name;
     x["dtype"] = t.dtype;
-    x["shape"] = shape_json(t.shape);
+    x["shape"] = t.shape_known ? shape_json(t.shape) : J(nullptr);
     x["state"] = to_string(t.state);
     if (!t.reason.empty()) x["reason"] = t.reason;
     x["zero_copy"] = t.zero_copy;
@@ -441,7 +444,9 @@ std::string load_json_text(const LoadReport& r) {
 
 std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   std::string out;
-  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<13}{}\n", k, visible(v)); };
+  // summary's look: `Key:` lines, a Lightning-style table, then value-first total lines.
+  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<10}{}\n", std::string(k) + ":", visible(v)); };
+  auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
   line("File", fmt::format("{} ({})", r.file, r.format));
   line("Device", fmt::format("{} (LibTorch {}){}{}", r.device, r.libtorch, r.empty_init ? ", empty init" : "",
                              r.dtype.empty() ? "" : ", as " + r.dtype));
@@ -452,39 +457,47 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     if (!r.strip_prefix.empty() || !r.add_prefix.empty())
       line("Renamed", fmt::format("strip '{}', add '{}'", r.strip_prefix, r.add_prefix));
   }
-  // the table: only tensors worth a look (skipped, meta, non-finite values), Lightning-style columns
+  // the table: only tensors worth a look (skipped, meta, non-finite values) unless --tensors
   std::vector<const LoadedTensor*> shown;
   for (const LoadedTensor& t : r.rows)
     if (all_rows || t.state != LoadState::Loaded || t.stats.nan || t.stats.inf) shown.push_back(&t);
   if (!shown.empty()) {
-    // Escaped before the columns are measured.
-    std::vector<std::string> names, dtypes;
-    for (const LoadedTensor* t : shown) {
-      names.push_back(visible(t->name));
-      dtypes.push_back(visible(t->dtype));
+    const bool values = r.checked_values();
+    std::vector<std::string> heads{"Name", "dtype", "Shape", "State"};
+    if (values) heads.insert(heads.end(), {"NaN", "Inf"});
+    heads.push_back("Note");
+    std::vector<std::vector<std::string>> rows;
+    std::vector<bool> bad;
+    for (const LoadedTensor* t : shown) {  // escaped before the columns are measured
+      std::vector<std::string> row{visible(t->name), visible(t->dtype), t->shape_known ? shape_text(t->shape) : "?",
+                                   to_string(t->state)};
+      if (values) {
+        const bool counted = t->state == LoadState::Loaded;
+        row.push_back(counted ? std::to_string(t->stats.nan) : "-");
+        row.push_back(counted ? std::to_string(t->stats.inf) : "-");
+      }
+      row.push_back(visible(t->reason));
+      rows.push_back(std::move(row));
+      bad.push_back(t->state == LoadState::Skipped || t->stats.nan || t->stats.inf);
     }
-    size_t wn = 4, wd = 5, ws = 5, wst = 5;
-    for (size_t k = 0; k < shown.size(); ++k) {
-      const LoadedTensor* t = shown[k];
-      wn = std::max(wn, names[k].size());
-      wd = std::max(wd, dtypes[k].size());
-      ws = std::max(ws, shape_text(t->shape).size());
-      wst = std::max(wst, std::strlen(to_string(t->state)));
+    std::vector<size_t> widths{std::max<size_t>(1, std::to_string(rows.size() - 1).size())};
+    for (size_t c = 0; c < heads.size(); ++c) {
+      size_t w = heads[c].size();
+      for (const auto& row : rows) w = std::max(w, row[c].size());
+      widths.push_back(w);
     }
-    const std::string head = fmt::format("   | {:<{}} | {:<{}} | {:<{}} | {:<{}} | {:>6} | {:>6} | {}", "Name", wn, "Dtype", wd,
-                                         "Shape", ws, "State", wst, "NaN", "Inf", "Note");
-    out += "\n" + head + "\n" + std::string(head.size(), '-') + "\n";
-    for (size_t k = 0; k < shown.size(); ++k) {
-      const LoadedTensor* t = shown[k];
-      const bool bad = t->state == LoadState::Skipped || t->stats.nan || t->stats.inf;
-      const char* on = bad ? severity_color(Severity::Warning, color) : "";
-      out += fmt::format("{:<3}| {:<{}} | {:<{}} | {:<{}} | {}{:<{}}{} | {:>6} | {:>6} | {}\n", k, names[k], wn, dtypes[k], wd,
-                         shape_text(t->shape), ws, on, to_string(t->state), wst, bad ? color_reset(color) : "",
-                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.nan) : "-",
-                         t->state == LoadState::Loaded && r.checked_values() ? std::to_string(t->stats.inf) : "-",
-                         visible(t->reason));
+    const std::string dashes(table_width(widths), '-');
+    out += "\n";
+    table_line(out, " ", heads, widths);
+    out += dashes + "\n";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      std::string row_text;
+      table_line(row_text, std::to_string(k), rows[k], widths);
+      out += bad[k] && color ? std::string(severity_color(Severity::Warning, true)) +
+                                   row_text.substr(0, row_text.size() - 1) + color_reset(true) + "\n"
+                             : row_text;
     }
-    out += std::string(head.size(), '-') + "\n";
+    out += dashes + "\n";
   }
   if (r.match) {
     const KeyMatch& m = *r.match;
@@ -501,41 +514,54 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", visible(*m.suggested_add_prefix));
   }
   out += "\n";
-  out += fmt::format("{:<10} {} loaded, {} on meta, {} skipped (of {})\n", "tensors", r.loaded, r.meta, r.skipped, r.tensors);
-  out += fmt::format("{:<10} {} ({} read from the file: {} zero-copy, {} copied)\n", "bytes", human_bytes(r.bytes),
-                     human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes), human_bytes(r.copied_bytes));
-  if (r.checked_values()) out += fmt::format("{:<10} {} NaN, {} Inf\n", "values", r.nan, r.inf);
-  const std::string checked = r.check_seconds > 0
-                                  ? fmt::format("{:.3f} s reading and checking every byte while LibTorch started, ",
-                                                r.check_seconds)
-                                  : "";
-  out += fmt::format(
-      "{:<10} {:.3f} s ({}{:.3f} s to the command, {:.3f} s reading the structure, {:.3f} s loading: {:.2f} GB/s)\n", "time",
-      r.seconds, checked, r.startup_seconds, r.read_seconds, r.load_seconds,
-      gbps(r.bytes_read, r.check_seconds + r.load_seconds));
-  out += fmt::format("{:<10} peak RSS {}{}\n", "memory", human_bytes(r.peak_rss),
-                     r.device_bytes ? fmt::format(", {} on {}", human_bytes(r.device_bytes), visible(r.device)) : std::string());
+  const bool meta = r.device == "meta";
+  foot(std::to_string(r.loaded),
+       meta ? "Tensors on meta (shapes and dtypes only: no byte read)" : "Tensors loaded on " + visible(r.device));
+  if (r.meta) foot(std::to_string(r.meta), "Left on meta (meta tensors in the file: no data)");
+  foot(std::to_string(r.skipped), "Skipped (not materialized: see the table)");
+  foot(std::to_string(r.tensors), "Tensors in the file");
+  foot(human_bytes(r.bytes), meta ? "Tensor size (none of it read)"
+                                  : fmt::format("Tensor size ({} read from the file: {} zero-copy, {} copied)",
+                                                human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes),
+                                                human_bytes(r.copied_bytes)));
+  if (r.checked_values()) {
+    foot(std::to_string(r.nan), "NaN values");
+    foot(std::to_string(r.inf), "Inf values");
+  }
+  foot(human_bytes(r.peak_rss), "Peak RSS of ckpt-torch");
+  if (r.device_bytes) foot(human_bytes(r.device_bytes), "Allocated on " + visible(r.device));
+  out += "\n";
+  auto secs = [](double s) { return fmt::format("{:.3f} s", s); };
+  foot(secs(r.seconds), "Total time");
+  foot(secs(r.startup_seconds), "Start-up to the command (exec, LibTorch)");
+  if (r.check_seconds > 0) foot(secs(r.check_seconds), "Reading and checking every byte (in ckpt, while LibTorch started)");
+  foot(secs(r.read_seconds), "Reading the structure");
+  foot(secs(r.load_seconds), "Loading");
+  if (!meta)
+    foot(fmt::format("{:.2f} GB/s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)),
+         "Bandwidth (bytes read / (checking + loading))");
   if (r.stream) {
     const StreamStats& st = *r.stream;
     std::string paths;
     for (size_t i = 0; i < kReadPaths; ++i)
       if (st.bytes[i])
         paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", human_bytes(st.bytes[i]), to_string(static_cast<ReadPath>(i)));
-    out += fmt::format("{:<10} {} thread(s), ring {} ({} x {}, {}), {} chunks; read: {}\n", "stream", st.threads,
-                       human_bytes(st.slots * st.chunk_bytes), st.slots, human_bytes(st.chunk_bytes), r.staging, st.chunks,
-                       paths.empty() ? "nothing" : paths);
+    foot(std::to_string(st.chunks),
+         fmt::format("Chunks streamed: {} thread(s), ring {} ({} x {}, {}); read: {}", st.threads,
+                     human_bytes(st.slots * st.chunk_bytes), st.slots, human_bytes(st.chunk_bytes), r.staging,
+                     paths.empty() ? "nothing" : paths));
     if (r.device_crc)
-      out += fmt::format("{:<10} CRC-32s of {} read back from {} in {:.3f} s\n", "checksums", human_bytes(st.readback_bytes),
-                         visible(r.device), st.readback_seconds);
+      foot(secs(st.readback_seconds),
+           fmt::format("CRC-32s of {} read back from {}", human_bytes(st.readback_bytes), visible(r.device)));
   }
   if (!r.model.empty()) {
     if (r.empty_init)
-      out += fmt::format("{:<10} {} of {}'s own weights not read, nothing initialized or written twice\n", "empty init",
-                         human_bytes(r.arch_bytes_skipped), visible(r.model));
+      foot(human_bytes(r.arch_bytes_skipped),
+           fmt::format("Of {}'s own weights not read (empty init: nothing initialized or written twice)", visible(r.model)));
     else
-      out += fmt::format("{:<10} {} of {}'s own weights read in {:.3f} s, then {} overwritten (--empty-init avoids both)\n",
-                         "plain init", human_bytes(r.arch_bytes_read), visible(r.model), r.arch_seconds,
-                         human_bytes(r.bytes_written_twice));
+      foot(human_bytes(r.arch_bytes_read),
+           fmt::format("Of {}'s own weights read in {:.3f} s, then {} overwritten (--empty-init avoids both)",
+                       visible(r.model), r.arch_seconds, human_bytes(r.bytes_written_twice)));
   }
   for (const std::string& n : r.notes) out += "note: " + visible(n) + "\n";
   return out;

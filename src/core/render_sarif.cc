@@ -80,6 +80,17 @@ J location_json(const CheckReport& r, const std::string& where, const Location& 
 namespace {
 
 void add_results(const CheckReport& r, J& results) {
+  // A file not (fully) read is a result too: code-scanning views show results, not notifications.
+  if (!r.read_error.empty()) {
+    J res{{"ruleId", "unreadable"}};
+    if (const size_t k = rule_index("unreadable"); k < rule_catalogue().size()) res["ruleIndex"] = k;
+    res["level"] = "error";
+    res["message"] =
+        J{{"text", fmt::format("{}: {}", r.scanned ? "not fully scanned" : "NOT SCANNED", r.read_error)}};
+    res["locations"] = J::array({J{{"physicalLocation", {{"artifactLocation", {{"uri", uri_reference(r.file)}}}}}}});
+    res["properties"] = J{{"fix", rule_catalogue()[rule_index("unreadable")].fix}};
+    results.push_back(std::move(res));
+  }
   for (const Finding& f : r.findings) {
     J res{{"ruleId", f.id}};
     if (const size_t k = rule_index(f.id); k < rule_catalogue().size()) res["ruleIndex"] = k;

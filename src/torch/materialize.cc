@@ -199,6 +199,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     row.name = tg.name;
     row.dtype = t.dtype ? std::string(t.dtype->name) : "?";
     row.shape = t.shape;
+    row.shape_known = !(t.state == TensorState::Uninitialized && !t.resolved);
     ++rep.tensors;
     auto skip = [&](std::string why) {
       row.state = LoadState::Skipped;

@@ -11,6 +11,7 @@ Lines in --output, and exit 1 for the failed file although another is unreadable
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,18 @@ def test_action(root, ckpt, want):
         env.update(FILES="good.pt", BASE="")
         rc, out = run(["bash", "-e", "-c", step["run"]], repo, env)
         expect("action step passes the benign file", rc == want[BENIGN], out)
+
+        # The files a push changed are picked with the directory walk's extensions (any case): a .PKL too.
+        walk = set(re.findall(r'"\.(\w+)"', open(os.path.join(root, "src/cli/inputs.cc")).read().split(
+            "kCheckpointExtensions[] = {")[1].split("}")[0]))
+        m = re.search(r"^pattern='\\\.\(([^)]*)\)\$'$", open(script).read(), re.M)
+        expect("the script's pattern is the walk's extension list", m and set(m.group(1).split("|")) == walk,
+               f"walk {sorted(walk)}, script {m and m.group(1)}")
+        shutil.copy(os.path.join(repo, "evil.pt"), os.path.join(repo, "evil.PKL"))
+        git(repo, "add", "evil.PKL")
+        git(repo, "commit", "-qm", "pickle")
+        rc, out = run([script, "--ckpt", ckpt, "--base", "HEAD~1"], repo)
+        expect("a changed .PKL file is checked", rc == want[MALICIOUS] and "evil.PKL" in out, out)
 
 
 def sarif_problems(root, doc):

@@ -1,0 +1,172 @@
+#include "core/integrity.h"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/mapped_file.h"
+#include "core/storage.h"
+#include "core/text.h"
+#include "core/threads.h"
+#include "core/values.h"
+#include "core/vfs.h"
+#include "core/zip.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr uint64_t kPiece = 64ull << 20;
+
+uint32_t crc_of(const uint8_t* p, uint64_t n) {
+  return static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), p, static_cast<z_size_t>(n)));
+}
+
+// One archive's members into `out`; `label` names the shard in locations ("" = the file checked).
+void verify_archive(const ZipReader* zip, const MappedFile* file, const std::string& label, const Limits& limits,
+                    unsigned threads, ZipVerify& out, std::vector<std::string>& bad, std::vector<Location>& where) {
+  const std::vector<ZipEntry>& entries = zip->entries();
+  // Pieces: (entry, offset, length); stored members are read in place, deflated ones inflated whole.
+  struct Piece {
+    size_t entry;
+    uint64_t at, len;
+  };
+  std::vector<Piece> pieces;
+  std::vector<ByteView> data(entries.size());
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const ZipEntry& e = entries[k];
+    ++out.members;
+    if (e.method != 0) {
+      pieces.push_back({k, 0, UINT64_MAX});  // inflated by the thread that takes it
+      continue;
+    }
+    data[k] = zip->stored(e);
+    out.bytes += data[k].size();
+    if (data[k].size() == 0) continue;
+    for (uint64_t at = 0; at < data[k].size(); at += kPiece) pieces.push_back({k, at, std::min(kPiece, data[k].size() - at)});
+  }
+  // Big pieces first, so that the last ones handed out are small.
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.len > b.len && a.len != UINT64_MAX; });
+  std::vector<uint32_t> piece_crc(pieces.size(), 0);
+  std::vector<uint64_t> inflated(entries.size(), 0);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  run_threads(std::max(1u, threads), stop, [&](unsigned) {
+    for (size_t i = next++; i < pieces.size() && !stop; i = next++) {
+      const Piece& p = pieces[i];
+      const ZipEntry& e = entries[p.entry];
+      if (p.len == UINT64_MAX) {
+        std::string storage;
+        const ByteView content = zip->content(e, &storage, limits.inflate_bytes);
+        inflated[p.entry] = content.size();
+        piece_crc[i] = content.size() ? crc_of(content.data(), content.size()) : 0;
+        continue;
+      }
+      const ByteView b = data[p.entry].sub(p.at, p.len, "member bytes");
+      if (file) file->prefetch(b.address(), b.size());
+      piece_crc[i] = crc_of(b.data(), b.size());
+      if (file && !file->remote()) file->release(b.address(), b.size());  // back to the page cache
+    }
+  });
+  // Each member's CRC from its pieces, in offset order.
+  std::map<size_t, std::vector<size_t>> by_entry;
+  for (size_t i = 0; i < pieces.size(); ++i) by_entry[pieces[i].entry].push_back(i);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const ZipEntry& e = entries[k];
+    uLong crc = crc32(0L, Z_NULL, 0);
+    uint64_t size = data[k].size();
+    if (auto it = by_entry.find(k); it != by_entry.end()) {
+      std::vector<size_t>& ps = it->second;
+      std::sort(ps.begin(), ps.end(), [&](size_t a, size_t b) { return pieces[a].at < pieces[b].at; });
+      for (size_t q : ps) {
+        const uint64_t len = pieces[q].len == UINT64_MAX ? inflated[k] : pieces[q].len;
+        crc = pieces[q].at == 0 ? piece_crc[q] : crc32_combine(crc, piece_crc[q], static_cast<z_off_t>(len));
+      }
+      if (e.method != 0) {
+        size = inflated[k];
+        out.bytes += size;
+      }
+    }
+    if (e.crc32 == 0 && size > 0) {  // torch.save(..., compute_crc32=False) writes 0: nothing to compare
+      ++out.unrecorded;
+      continue;
+    }
+    if (static_cast<uint32_t>(crc) == e.crc32) continue;
+    const std::string name(e.name.substr(0, e.name.find('\0')));
+    bad.push_back(fmt::format("{}{} ({}, at offset {}: recorded {:08x}, read {:08x})", label.empty() ? "" : label + ":",
+                              visible(name), human_bytes(size), zip->data_offset(e), e.crc32, static_cast<uint32_t>(crc)));
+    Location l;
+    l.file = label;
+    l.member = name;
+    l.offset = zip->data_offset(e);
+    where.push_back(std::move(l));
+  }
+}
+
+}  // namespace
+
+ZipVerify verify_zip(const Checkpoint& ck, const Limits& limits, unsigned threads) {
+  ZipVerify out;
+  std::vector<std::string> bad;
+  std::vector<Location> where;
+  if (ck.zip) {
+    verify_archive(ck.zip.get(), ck.file.get(), "", limits, threads, out, bad, where);
+  } else if (ck.file && looks_like_zip(ck.file->view())) {
+    const ZipReader zip(ck.file->view(), limits);
+    verify_archive(&zip, ck.file.get(), "", limits, threads, out, bad, where);
+  } else {
+    for (const ScanFile& f : ck.scan_files) {  // a sharded set of torch.save zips: each shard
+      const std::shared_ptr<MappedFile> file = vfs::open(f.path);
+      if (!looks_like_zip(file->view())) continue;
+      const ZipReader zip(file->view(), limits);
+      verify_archive(&zip, file.get(), f.label, limits, threads, out, bad, where);
+    }
+  }
+  if (!bad.empty()) {
+    Finding f;
+    f.id = "zip-crc-mismatch";
+    f.severity = Severity::Error;
+    f.message = fmt::format("{} of {} zip member(s) do not match the CRC-32 their directory records: {} — the bytes changed "
+                            "after the archive was written (a bad copy, disk or transfer); torch.load does not check and "
+                            "would load them",
+                            bad.size(), out.members, join(bad, ", ", 8, ", and {} more"));
+    f.fix = "copy or download the file again from its source and compare checksums";
+    f.where = bad;
+    f.locations = std::move(where);
+    out.findings.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<Finding> nonfinite_findings(const Checkpoint& ck, unsigned threads) {
+  std::vector<const Tensor*> list;
+  for (const Tensor& t : ck.tensors) list.push_back(&t);
+  const StorageIndex index(ck);
+  const std::vector<TensorCheck> checks = check_values(ck, index, list, false, threads);
+  std::vector<std::string> bad;
+  uint64_t nan = 0, inf = 0;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const ValueStats& s = checks[k].stats;
+    if (!s.nan && !s.inf) continue;
+    nan += s.nan;
+    inf += s.inf;
+    bad.push_back(fmt::format("{} ({} NaN, {} Inf of {})", visible(list[k]->name), s.nan, s.inf, list[k]->numel));
+  }
+  if (bad.empty()) return {};
+  Finding f;
+  f.id = "nonfinite-values";
+  f.severity = Severity::Error;
+  f.message = fmt::format("{} tensor(s) hold NaN or Inf ({} NaN, {} Inf in all): {}", bad.size(), nan, inf,
+                          join(bad, ", ", 8, ", and {} more"));
+  f.fix = "go back to a checkpoint from before training diverged (lower the learning rate, check the loss scale)";
+  f.where = bad;
+  return {f};
+}
+
+}  // namespace ckpt
