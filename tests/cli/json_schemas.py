@@ -102,10 +102,10 @@ class Schemas:
 
 
 def wants_json(args):
-    """Whether a command line asks ckpt for JSON."""
+    """Whether a command line asks ckpt for JSON (one document or JSON Lines)."""
     args = list(args)
-    return "--json" in args or "--format=json" in args or any(
-        a in ("--format", "-f") and b == "json" for a, b in zip(args, args[1:]))
+    return any(a in ("--json", "--jsonl", "--format=json", "--format=jsonl", "-fjson", "-fjsonl") for a in args) or any(
+        a in ("--format", "-f") and b in ("json", "jsonl") for a, b in zip(args, args[1:]))
 
 
 def refs(node):

@@ -4,6 +4,7 @@ each case gives the arguments, the exit code, and what stdout / stderr must hold
 relative to the repository root. `stdout_golden` names a file under tests/cli/golden/ compared exactly;
 `stdout_json` lists [json-pointer, value] pairs checked on stdout parsed as JSON; `stdout_jsonl` lists
 [line, json-pointer, value] for JSON Lines (several inputs): every line must be one whole document.
+`stdout_lines` is the number of lines stdout must have (one JSON Lines document per input).
 `stdout_order` lists strings that must appear in stdout in that order.
 `stdin_file` (a path relative to the root) is piped to ckpt's stdin (a pipe, not a file: `-` must spool it).
 Every case that prints JSON (or asks for it) is also validated against schemas/ (json_schemas.py).
@@ -97,6 +98,8 @@ def main():
                 problems.append("stdout lacks %r after offset %d" % (s, at))
             else:
                 at = found + len(s)
+        if "stdout_lines" in case and len(out.splitlines()) != case["stdout_lines"]:
+            problems.append("stdout has %d lines, expected %d" % (len(out.splitlines()), case["stdout_lines"]))
         for s in case.get("stdout_lacks", []):
             if s in out:
                 problems.append("stdout has %r" % s)
