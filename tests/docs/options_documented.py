@@ -47,15 +47,19 @@ def main():
     args = ap.parse_args()
     root = os.path.abspath(args.root)
     top = help_text(args.ckpt)
-    m = re.search(r"^SUBCOMMANDS:\s*$(.*?)(?:^\S|\Z)", top, re.S | re.M | re.I)
+    # GNU-style help: a "Commands:" section, each command two spaces in, its description wrapped
+    # under a deeper indent.
+    m = re.search(r"^(?:Commands|Subcommands):\s*$(.*?)(?:^\S|\Z)", top, re.S | re.M | re.I)
     if not m:
-        raise SystemExit("ckpt --help lists no SUBCOMMANDS")
-    commands = [l.split()[0] for l in m.group(1).split("\n") if l.strip()]
+        raise SystemExit("ckpt --help lists no Commands")
+    commands = re.findall(r"^  ([a-z][a-z0-9-]*)(?:\s|$)", m.group(1), re.M)
     syn = synopsis(os.path.join(root, "docs", "usage.md"))
     problems = []
     for cmd in commands:
         # Only the option definitions, not options named in other options' descriptions.
-        defined = re.findall(r"^\s+(?:-\w,\s*)?(--[a-z][a-z0-9-]*)", help_text(args.ckpt, cmd), re.M)
+        # An option is defined at the start of its column ("  -f, --format FORMAT" or "      --json"),
+        # never on a description's continuation line, which may begin with an option it names.
+        defined = re.findall(r"^  (?:-\w, |    )(--[a-z][a-z0-9-]*)", help_text(args.ckpt, cmd), re.M)
         opts = set(defined) - {"--help", "--version"}
         page = os.path.join(root, "docs", f"{cmd}.md")
         if not os.path.exists(page):
