@@ -233,10 +233,12 @@ def summarize(items, counts=None):
     counts: parameters / trainable / buffers from the live model; without a model (a plain dict
     of tensors) they are the unique elements of each kind, kind coming from well-known names.
     """
+    if counts is None and plain_tensors([n for n, _, _ in items]):
+        items = [(n, t, "attribute") for n, t, _ in items]  # no model: neither parameters nor buffers
     tensors = [entry(n, t, k) for n, t, k in items]
     seen, storages = set(), {}
     elements = unique_elements = nbytes = 0
-    by_kind = {"parameter": 0, "buffer": 0}
+    by_kind = {"parameter": 0, "buffer": 0, "attribute": 0}
     for (n, t, k), e in zip(items, tensors):
         if e["state"] == "uninitialized":
             continue
@@ -266,7 +268,16 @@ def summarize(items, counts=None):
         uninitialized=sum(1 for e in tensors if e["state"] == "uninitialized"),
         meta=sum(1 for e in tensors if e["state"] == "meta"),
     )
+    if by_kind["attribute"]:
+        totals["attributes"] = by_kind["attribute"]
     return tensors, totals
+
+
+def plain_tensors(names):
+    """ckpt's rule for a file of plain tensors that is no model's (a saved example input): no name has a
+    dot and none is a module's leaf (weight*, bias*, running_mean, running_var, num_batches_tracked)."""
+    return bool(names) and all("." not in n and not n.startswith(("weight", "bias"))
+                               and n not in ("running_mean", "running_var", "num_batches_tracked") for n in names)
 
 
 def kind_by_name(name, t=None):
@@ -1036,8 +1047,13 @@ def write_expected(w, fname, fmt, named_saved, named_loaded, model, notes, *,
     if modules is None and model is not None:
         modules = module_list(model)
     if model is None:
-        notes += (" No model: kind follows the well-known buffer names (%s), parameters = "
-                  "trainable = unique elements of the other entries." % ", ".join(BUFFER_NAMES))
+        if plain_tensors([n for n, _ in named_loaded]):
+            notes += (" Plain tensors (no name with a dot, none a module's leaf such as weight*, bias*, running_mean): "
+                      "no model, so every entry is neither parameter nor buffer (kind attribute, totals.attributes = "
+                      "unique elements).")
+        else:
+            notes += (" No model: kind follows the well-known buffer names (%s), parameters = "
+                      "trainable = unique elements of the other entries." % ", ".join(BUFFER_NAMES))
     notes += " " + loads_weights_only(path) + "."
     notes += " Zip entries (without prefix): " + ", ".join(zip_entries(path)) + "."
     w.emit(fname, fmt, tensors, totals, modules, metadata=metadata, notes=notes.strip(), extra=extra,

@@ -226,9 +226,10 @@ def st_items(path, shard=None):
     data = open(path, "rb").read()
     r = st_read(data)
     tensors = []
+    plain = shard is None and gf.plain_tensors([name for name, _ in r["entries"]])  # no model: attributes
     for name, info in r["entries"]:
         t = r["tensors"][name]
-        e = gf.entry(name, t, gf.kind_by_name(name, t))
+        e = gf.entry(name, t, "attribute" if plain else gf.kind_by_name(name, t))
         assert e["stride"] == contiguous_stride(info["shape"]) and e["offset"] == 0
         b, end = info["data_offsets"]
         assert end - b == e["bytes"], (name, info, e)
@@ -244,16 +245,19 @@ def totals_of(tensors, counts=None):
     """EXPECTED.md totals for formats without sharing (safetensors, shards, DCP)."""
     elements = sum(e["numel"] for e in tensors)
     nbytes = sum(e["bytes"] for e in tensors)
-    by_kind = {"parameter": 0, "buffer": 0}
+    by_kind = {"parameter": 0, "buffer": 0, "attribute": 0}
     for e in tensors:
         by_kind[e["kind"]] += e["numel"]
     if counts is not None:
         assert counts["parameters"] == by_kind["parameter"] and counts["buffers"] == by_kind["buffer"], \
             (counts, by_kind)
-    return collections.OrderedDict(
+    totals = collections.OrderedDict(
         tensors=len(tensors), elements=elements, unique_elements=elements, storage_bytes=nbytes,
         bytes=nbytes, parameters=by_kind["parameter"], trainable=by_kind["parameter"], non_trainable=0,
         buffers=by_kind["buffer"], uninitialized=0, meta=0)
+    if by_kind["attribute"]:
+        totals["attributes"] = by_kind["attribute"]
+    return totals
 
 
 def write_json(path, doc):

@@ -154,8 +154,11 @@ void compare_json(const J& a, const J& b, bool in_a, bool in_b, const std::strin
 
 // The tensors a file holds outside the model (an optimizer's per-parameter state, a callback's score):
 // each present storage that no model entry uses, as one flat tensor of its dtype, in the file's order.
+// Only training checkpoints (Lightning, a training dict) hold such state: elsewhere a storage outside the
+// model is something else (an exported program's constants, a TorchScript archive's).
 std::vector<Tensor> state_tensors(const Checkpoint& ck) {
   std::vector<Tensor> out;
+  if (ck.content != Content::Lightning && ck.content != Content::Checkpoint) return out;
   for (const Storage& s : ck.storages) {
     if (s.in_model || !s.present || !s.dtype || !s.chunks.empty()) continue;
     Tensor t;

@@ -3,7 +3,7 @@
 
 Each folder's truth.json (gen_compile.py) says, for every archive, what torch._dynamo.explain and
 torch.compile(fullgraph=True) said of the original Python module on that torch, with the default
-config and with each flag. This runs one `ckpt check --json` over all of a folder's archives and, per
+config and with each flag. This runs one `ckpt check --jsonl` over all of a folder's archives and, per
 archive, reads ckpt's compile claims for that torch version: the findings whose `compile.breaks_on`
 names it, split by entry (`compile.entries`: forward, or the exported method `step`). Then, case by case:
 
@@ -65,7 +65,7 @@ def main():
         truth = json.load(open(os.path.join(folder, "truth.json")))
         version = ".".join(truth["torch"].split("+")[0].split(".")[:2])
         files = sorted(truth["cases"])
-        p = subprocess.run([a.ckpt, "check", "--json", "--fail-on", "never"] + [os.path.join(folder, f) for f in files],
+        p = subprocess.run([a.ckpt, "check", "--jsonl", "--fail-on", "never"] + [os.path.join(folder, f) for f in files],
                            capture_output=True, text=True, timeout=600)
         if p.returncode != 0:
             print(f"FAIL {name}: ckpt check exited {p.returncode}: {p.stderr.strip()}")

@@ -164,7 +164,7 @@ def run(t):
         ([conv, "--example-input", "2x3:nosuchtype"], "unknown dtype"),
         ([conv, "--device", "cpu:1"], ""),
         ([conv, "--device", "meta"], "--device needs"),
-        ([conv, "--example-input", "2x3", "--example-input-file", os.path.join(fd, "convnet_input.pt")], "excludes"),
+        ([conv, "--example-input", "2x3", "--example-input-file", os.path.join(fd, "convnet_input.pt")], "cannot be used together"),
         ([conv, "--strip-prefix", "model."], "need --model"),
         ([conv, "--model", os.path.join(fd, "lazy_sd.pt")], "expected a TorchScript archive"),
     ]

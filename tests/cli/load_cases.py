@@ -273,7 +273,7 @@ def run(t):
     many = ["load/nan_inf.pt", "load/does-not-exist.pt", "-", "load/sd_orig_mod.pt"]
     stdin_src = os.path.join(td, "load", "lightning_model.ckpt")
     with open(stdin_src, "rb") as src:
-        p = subprocess.run([t.ckpt, "load", "--json", "--checksum"] + [m if m == "-" else os.path.join(td, m) for m in many],
+        p = subprocess.run([t.ckpt, "load", "--jsonl", "--checksum"] + [m if m == "-" else os.path.join(td, m) for m in many],
                            stdin=src, capture_output=True, text=True, timeout=300)
     problems = t.schemas.output_problems(p.stdout)
     t.check(not problems, f"several files: JSON Lines against schemas/: {problems}")

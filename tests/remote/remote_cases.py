@@ -267,7 +267,7 @@ class Tester:
     def docs(self, c, r):
         if r.rc not in (0, 1):
             return []
-        if self.schemas is not None and "--json" in r.args:
+        if self.schemas is not None and ("--json" in r.args or "--jsonl" in r.args):
             for problem in self.schemas.output_problems(r.out):
                 c.expect(False, f"{r}: schema: {problem}")
         try:
@@ -611,10 +611,10 @@ def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
         if not T.wanted(cname):
             return
         with T.case(cname) as c:
-            r = T.run(["summary", "--json", url], e or env)
+            r = T.run(["summary", "--jsonl", url], e or env)
             if T.ok(c, r):
-                lr = T.run(["summary", "--json", loc], T.base_env)
-                T.same(c, f"summary --json {url}", T.docs(c, r), prefixes, T.docs(c, lr), [loc])
+                lr = T.run(["summary", "--jsonl", loc], T.base_env)
+                T.same(c, f"summary --jsonl {url}", T.docs(c, r), prefixes, T.docs(c, lr), [loc])
 
     dir_case("s3: s3://ckpt/models/ (a prefix of several files) is the local directory", "s3://ckpt/models/", "m/s3/ckpt/models", ["s3://ckpt/models"])
     dir_case("s3: s3://ckpt/hf/bert_enc/ (a sharded HF folder) is the local folder", "s3://ckpt/hf/bert_enc/", "m/s3/ckpt/hf/bert_enc", ["s3://ckpt/hf/bert_enc"])
