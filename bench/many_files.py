@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Many inputs (not part of CI): `ckpt check DIR` and `ckpt summary --json DIR` on a directory of a few
+"""Many inputs (not part of CI): `ckpt check DIR` and `ckpt summary --jsonl DIR` on a directory of a few
 hundred real checkpoints, against what a CI script does without them.
 
   /usr/bin/python3 bench/many_files.py [--ckpt build/ckpt] [--count 300] [--runs 3] [--dir /tmp/ckpt-bench/many]
@@ -11,7 +11,7 @@ under varied names in ten subdirectories. Rows, each timed spawn to reap, best o
   python loop       one /usr/bin/python3 process that opens each file's zip and unpickles its data.pkl
                     with py_unpickler.py's stub unpickler (no storage read, nothing executed): the
                     cheapest Python loop over the files, and far less than `check` does
-  ckpt per file     `ckpt check FILE` (or `summary --json FILE`) spawned once per file, as
+  ckpt per file     `ckpt check FILE` (or `summary --jsonl FILE`) spawned once per file, as
                     `find | xargs -n1` would
   ckpt DIR          one ckpt over the directory, default threads (one per core) and -j1
 
@@ -117,7 +117,7 @@ def main():
     rows = [("python loop: unpickle each data.pkl (1 process, /usr/bin/python3)",
              [["/usr/bin/python3", "-c", PY_LOOP, HERE] + files])]
     rc = subprocess.run([ckpt, "check", a.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    for what, args in (("check", ["check"]), ("summary --json", ["summary", "--json"])):
+    for what, args in (("check", ["check"]), ("summary --jsonl", ["summary", "--jsonl"])):
         rows.append(("`ckpt %s DIR` (threads: one per core)" % what, [[ckpt] + args + [a.dir]]))
         rows.append(("`ckpt %s -j1 DIR`" % what, [[ckpt] + args + ["-j1", a.dir]]))
         rows.append(("`ckpt %s FILE` once per file" % what, [[ckpt] + args + [f] for f in files]))
