@@ -138,7 +138,8 @@ int run_check(const CheckOptions& o) {
           ZipVerify v = verify_zip(ck, lim, threads);
           for (Finding& f : v.findings) result.findings.push_back(std::move(f));
           if (v.members == 0)
-            verified.push_back(fmt::format("--verify: no zip archive, nothing records a CRC-32 ({})", to_string(ck.format)));
+            verified.push_back(fmt::format("no checksum to compare: a {} file records no CRC-32 (zip archives do)",
+                                           to_string(ck.format)));
           else if (v.findings.empty())
             verified.push_back(fmt::format("CRC-32 of {} zip members ({}) match{}", v.members, human_bytes(v.bytes),
                                            v.unrecorded ? fmt::format("; {} record none (saved with compute_crc32=False)",

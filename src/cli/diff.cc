@@ -39,6 +39,7 @@ void setup_diff(CLI::App& app, DiffCliOptions& o) {
                 "Compare the tensors alone: leave out training state, hyper-parameters, optimizer, schedulers and config.json");
   sub->add_flag("-v,--verbose", o.verbose,
                 "Also list the tensors within tolerance and every metadata change (text; JSON always lists them)");
+  add_color_option(sub);
   add_limit_option(sub, o);
 }
 
@@ -66,6 +67,7 @@ int run_diff(const DiffCliOptions& o) {
   d.ignore_dtype = o.ignore_dtype;
   d.ignore_metadata = o.ignore_metadata;
   d.verbose = o.verbose;
+  d.color = !o.wants_json() && use_color(STDOUT_FILENO);
   d.config_bytes = lim.string_bytes;
   Progress progress;  // as load's: stderr, TTY only, work over a second
   progress.enabled = o.values && !o.wants_json() && isatty(STDERR_FILENO);

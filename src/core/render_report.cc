@@ -256,7 +256,10 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
   const bool meta_only = v == DiffVerdict::Different && (o.values ? r.within_tolerance : r.equal);
   if (meta_only) out += "hint: only the metadata differs: --ignore-metadata compares the tensors alone\n";
   const std::string renamed = r.prefix_op.empty() ? "" : fmt::format("keys renamed ('{}'); ", visible(r.prefix));
-  out += fmt::format("{}: {}tensors: {}; metadata: {}; {}\n", to_string(v), renamed, tensor_counts(r), metadata_counts(r),
+  const bool paint = o.color && v != DiffVerdict::Same;
+  const Severity tone = v == DiffVerdict::Different ? Severity::Error : Severity::Warning;
+  out += fmt::format("{}{}{}: {}tensors: {}; metadata: {}; {}\n", paint ? severity_color(tone, true) : "", to_string(v),
+                     paint ? color_reset(true) : "", renamed, tensor_counts(r), metadata_counts(r),
                      o.values ? fmt::format("values compared for {} (atol {}, rtol {})", r.compared, o.atol, o.rtol)
                               : std::string("values not compared (--values)"));
   return out;
@@ -463,9 +466,11 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     if (all_rows || t.state != LoadState::Loaded || t.stats.nan || t.stats.inf) shown.push_back(&t);
   if (!shown.empty()) {
     const bool values = r.checked_values();
+    bool notes = false;
+    for (const LoadedTensor* t : shown) notes |= !t->reason.empty();
     std::vector<std::string> heads{"Name", "dtype", "Shape", "State"};
     if (values) heads.insert(heads.end(), {"NaN", "Inf"});
-    heads.push_back("Note");
+    if (notes) heads.push_back("Note");
     std::vector<std::vector<std::string>> rows;
     std::vector<bool> bad;
     for (const LoadedTensor* t : shown) {  // escaped before the columns are measured
@@ -476,11 +481,14 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
         row.push_back(counted ? std::to_string(t->stats.nan) : "-");
         row.push_back(counted ? std::to_string(t->stats.inf) : "-");
       }
-      row.push_back(visible(t->reason));
+      if (notes) row.push_back(visible(t->reason));
       rows.push_back(std::move(row));
       bad.push_back(t->state == LoadState::Skipped || t->stats.nan || t->stats.inf);
     }
-    std::vector<size_t> widths{std::max<size_t>(1, std::to_string(rows.size() - 1).size())};
+    // The index is the entry's position in the file (as summary's tensor table), so that it survives the filter.
+    std::vector<std::string> index;
+    for (const LoadedTensor* t : shown) index.push_back(std::to_string(static_cast<size_t>(t - r.rows.data())));
+    std::vector<size_t> widths{std::max<size_t>(1, index.back().size())};
     for (size_t c = 0; c < heads.size(); ++c) {
       size_t w = heads[c].size();
       for (const auto& row : rows) w = std::max(w, row[c].size());
@@ -492,7 +500,7 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     out += dashes + "\n";
     for (size_t k = 0; k < rows.size(); ++k) {
       std::string row_text;
-      table_line(row_text, std::to_string(k), rows[k], widths);
+      table_line(row_text, index[k], rows[k], widths);
       out += bad[k] && color ? std::string(severity_color(Severity::Warning, true)) +
                                    row_text.substr(0, row_text.size() - 1) + color_reset(true) + "\n"
                              : row_text;
@@ -518,7 +526,7 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   foot(std::to_string(r.loaded),
        meta ? "Tensors on meta (shapes and dtypes only: no byte read)" : "Tensors loaded on " + visible(r.device));
   if (r.meta) foot(std::to_string(r.meta), "Left on meta (meta tensors in the file: no data)");
-  foot(std::to_string(r.skipped), "Skipped (not materialized: see the table)");
+  if (r.skipped) foot(std::to_string(r.skipped), "Skipped (not materialized: see the table)");
   foot(std::to_string(r.tensors), "Tensors in the file");
   foot(human_bytes(r.bytes), meta ? "Tensor size (none of it read)"
                                   : fmt::format("Tensor size ({} read from the file: {} zero-copy, {} copied)",

@@ -208,7 +208,8 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       rep.rows.push_back(std::move(row));
     };
     if (t.state == TensorState::Uninitialized) {
-      skip("uninitialized (lazy) parameter: no shape until a forward");
+      skip(std::string("uninitialized (lazy) ") + (t.kind == TensorKind::Buffer ? "buffer" : "parameter") +
+           ": no shape until a forward");
       continue;
     }
     const auto st = t.dtype ? scalar_type(*t.dtype) : std::nullopt;
