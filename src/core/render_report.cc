@@ -457,8 +457,10 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     const KeyMatch& m = *r.match;
     line("Model", fmt::format("{}: {} keys matched, {} missing, {} unexpected, {} mismatched", r.model, m.matched,
                               m.missing.size(), m.unexpected.size(), m.mismatched.size()));
-    if (!r.strip_prefix.empty() || !r.add_prefix.empty())
-      line("Renamed", fmt::format("strip '{}', add '{}'", r.strip_prefix, r.add_prefix));
+    std::vector<std::string> renamed;  // only what was asked
+    if (!r.strip_prefix.empty()) renamed.push_back(fmt::format("strip '{}'", r.strip_prefix));
+    if (!r.add_prefix.empty()) renamed.push_back(fmt::format("add '{}'", r.add_prefix));
+    if (!renamed.empty()) line("Renamed", join(renamed, ", "));
   }
   // the table: only tensors worth a look (skipped, meta, non-finite values) unless --tensors
   std::vector<const LoadedTensor*> shown;
