@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -57,6 +61,15 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
   std::vector<uint64_t> inflated(entries.size(), 0);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
+  // A local file is read with pread on a descriptor of its own; a remote one (or memory) through its view.
+  const int fd = file && file->mapped() && !file->remote() ? file->reopen(false) : -1;
+  const uint8_t* base = file ? file->view().address() : nullptr;
+  struct Close {
+    int fd;
+    ~Close() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
   run_threads(std::max(1u, threads), stop, [&](unsigned) {
     for (size_t i = next++; i < pieces.size() && !stop; i = next++) {
       const Piece& p = pieces[i];
@@ -69,6 +82,25 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
         continue;
       }
       const ByteView b = data[p.entry].sub(p.at, p.len, "member bytes");
+      if (fd >= 0) {
+        // pread into a small buffer that stays in cache: zlib's CRC-32 runs ~3x faster here than over the
+        // mapping (bench/verify.sh), and nothing stays mapped.
+        thread_local std::vector<uint8_t> buf(1 << 20);
+        const uint64_t off = static_cast<uint64_t>(b.address() - base);
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (uint64_t done = 0; done < b.size();) {
+          const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size() - done));
+          const ssize_t got = ::pread(fd, buf.data(), want, static_cast<off_t>(off + done));
+          if (got <= 0)
+            throw InputError(file->path(), fmt::format("member '{}': cannot read {} bytes at offset {}: {}",
+                                                       std::string(e.name.substr(0, e.name.find('\0'))), want, off + done,
+                                                       got < 0 ? std::strerror(errno) : "end of file"));
+          crc = crc32_z(crc, buf.data(), static_cast<z_size_t>(got));
+          done += static_cast<uint64_t>(got);
+        }
+        piece_crc[i] = static_cast<uint32_t>(crc);
+        continue;
+      }
       if (file) file->prefetch(b.address(), b.size());
       piece_crc[i] = crc_of(b.data(), b.size());
       if (file && !file->remote()) file->release(b.address(), b.size());  // back to the page cache
