@@ -50,14 +50,14 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
   sub->add_flag("--exact", o.exact,
                 "Text / Markdown: exact counts (3,002) instead of Lightning's rounded ones (3.0 K), then the counts per dtype "
                 "and the parameters without embeddings; JSON always has them");
-  sub->add_option("--match", o.match,
+  complete_none(sub->add_option("--match", o.match,
                   "List only the tensors whose name matches this glob (fnmatch: * ? [..], * also matches '.'); repeatable, "
                   "implies --tensors; not with JSON")
       ->type_name("GLOB")
       ->type_size(1)
       ->expected(1)  // one GLOB per occurrence, repeatable: a following FILE is never taken for one
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->allow_extra_args(false);
+      ->allow_extra_args(false));  // tensor names, not files: nothing to complete
   sub->add_flag("--memory", o.memory,
                 "Memory as accelerate estimate-memory computes it (per dtype: largest layer, total, Adam training peak), and "
                 "for a decoder with a config.json its KV cache");
