@@ -130,10 +130,10 @@ int run_check(const CheckOptions& o) {
       if (!item.error.empty()) throw InputError(item.name, item.error);
       if (item.name != "-" && vfs::kind(item.name) == vfs::Kind::Missing) (void)vfs::open(item.name);  // "cannot open"
       result = check_named(item.name, lim);
-      if ((o.verify || o.values) && result.read_error.empty()) {
-        // The checks that read every byte: on the same reader's view of the file, one pass each.
+      if ((o.verify || o.values) && result.read_error.empty() && result.checkpoint) {
+        // The checks that read every byte: on the checkpoint the checks above read, one pass each.
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / plan.jobs);
-        const Checkpoint ck = read_named(item.name, lim);
+        const Checkpoint& ck = *result.checkpoint;
         if (o.verify) {
           ZipVerify v = verify_zip(ck, lim, threads);
           for (Finding& f : v.findings) result.findings.push_back(std::move(f));

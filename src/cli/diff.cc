@@ -68,7 +68,6 @@ int run_diff(const DiffCliOptions& o) {
   d.ignore_metadata = o.ignore_metadata;
   d.verbose = o.verbose;
   d.color = !o.wants_json() && use_color(STDOUT_FILENO);
-  d.config_bytes = lim.string_bytes;
   Progress progress;  // as load's: stderr, TTY only, work over a second
   progress.enabled = o.values && !o.wants_json() && isatty(STDERR_FILENO);
   d.progress = [&](uint64_t done, uint64_t total) { progress(done, total); };

@@ -76,28 +76,19 @@ const char* section_of(const std::string& top) {
   return "training";
 }
 
-// config.json as the file has it (every key, in its order); the facts read_hf_config took from it when
-// it cannot be read again, {"error": ...} when it could not be read at all.
-J config_doc(const HfConfig& c, uint64_t most) {
+// config.json as the file has it (every key, in its order, from the bytes read_hf_config read); the
+// facts it took when that is no object, {"error": ...} when it could not be read at all.
+J config_doc(const HfConfig& c) {
   if (!c.error.empty()) return J{{"error", c.error}};
-  try {
-    auto file = vfs::open(c.path);
-    const ByteView v = file->view();
-    if (v.size() <= most) {
-      const std::string_view text = v.str(0, v.size());
-      J j = J::parse(text.begin(), text.end(), nullptr, false, false);
-      if (j.is_object()) return j;
-    }
-  } catch (const InputError&) {
-  }
-  return hf_json(c);
+  J j = J::parse(c.text.begin(), c.text.end(), nullptr, false, false);
+  return j.is_object() ? j : hf_json(c);
 }
 
 // What the readers kept beside the tensors, as one JSON object per file: each training-dict key in the
 // file's order (Lightning's param groups, schedulers and callback states as summary shows them, with
 // the 1-element tensors' values), and a Hugging Face folder's config.json. The optimizer's per-parameter
 // state is tensors: compared apart (state_tensors).
-J metadata_doc(const Checkpoint& ck, uint64_t config_bytes) {
+J metadata_doc(const Checkpoint& ck) {
   J md = J::object();
   const TrainingInfo& tr = ck.training;
   const J tj = training_json(tr);  // null when the reader kept no details
@@ -126,7 +117,7 @@ J metadata_doc(const Checkpoint& ck, uint64_t config_bytes) {
       md[key] = data_json(*d);
     }
   }
-  if (ck.hf) md["config.json"] = config_doc(*ck.hf, config_bytes);
+  if (ck.hf) md["config.json"] = config_doc(*ck.hf);
   return md;
 }
 
@@ -354,7 +345,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   if (!o.ignore_metadata) {
     r.metadata_compared = true;
-    const J ma = metadata_doc(A, o.config_bytes), mb = metadata_doc(B, o.config_bytes);
+    const J ma = metadata_doc(A), mb = metadata_doc(B);
     r.metadata_present = !ma.empty() || !mb.empty() || !state_a.empty() || !state_b.empty();
     for (auto it = ma.begin(); it != ma.end(); ++it) {
       auto jt = mb.find(it.key());

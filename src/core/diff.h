@@ -35,8 +35,6 @@ struct DiffOptions {
   // Text: list the tensors within tolerance and every metadata change (not only the differences).
   bool verbose = false;
   bool color = false;  // text: the verdict in colour (different: red, within tolerance: yellow)
-  // The most bytes of a config.json read to compare it (the reader's string-bytes limit).
-  uint64_t config_bytes = 256ull << 20;
   // Values are compared on this many threads (0: one per core), in work items of about piece_bytes
   // of A and B, so one big tensor is split over them.
   unsigned threads = 0;

@@ -505,14 +505,13 @@ std::vector<Finding> scan_findings(const PickleScan& scan) {
 
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits) {
   CheckResult r;
-  std::optional<Checkpoint> ck;
   try {
-    ck.emplace(read_checkpoint(file, limits));
-    model_checks(*ck, r);
+    r.checkpoint = std::make_shared<const Checkpoint>(read_checkpoint(file, limits));
+    model_checks(*r.checkpoint, r);
     r.scanned = true;
   } catch (const InputError& e) { r.read_error = e.render(); }
   try {
-    auto sec = scan_findings(scan_pickles(*file, limits, ck ? &*ck : nullptr));
+    auto sec = scan_findings(scan_pickles(*file, limits, r.checkpoint.get()));
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
     r.scanned = true;
   } catch (const InputError& e) {  // the container itself is broken (no zip directory, ...)
@@ -547,7 +546,8 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
   if (!is_index_path(path) && !vfs::is_dir(path)) return run_checks(vfs::open(path), limits);
   CheckResult r;
   try {
-    const Checkpoint ck = read_checkpoint(path, limits);
+    r.checkpoint = std::make_shared<const Checkpoint>(read_checkpoint(path, limits));
+    const Checkpoint& ck = *r.checkpoint;
     model_checks(ck, r);
     auto sec = security_findings(path, &ck, limits);
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());

@@ -49,6 +49,8 @@ struct CheckResult {
   std::string format;
   std::string read_error;
   bool scanned = false;  // whether anything was checked: the reader read the file or its pickle scan ran
+  std::shared_ptr<const Checkpoint> checkpoint;  // what the reader read (null when it could not): check's
+                                                 // --verify / --values read its bytes, not the file again
 };
 CheckResult run_checks(const std::shared_ptr<MappedFile>& file, const Limits& limits);
 // By path: a file, or a sharded / DCP checkpoint, whose files to scan its reader recorded.

@@ -83,9 +83,9 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
       c.error = fmt::format("{}: {} bytes, more than the string-bytes limit of {}", path, v.size(), limits.string_bytes);
       return c;
     }
-    const std::string_view text = v.str(0, v.size());
+    c.text = std::string(v.str(0, v.size()));
     try {
-      j = nlohmann::json::parse(text.begin(), text.end(), nullptr, true, false);
+      j = nlohmann::json::parse(c.text.begin(), c.text.end(), nullptr, true, false);
     } catch (const nlohmann::json::parse_error& e) {
       c.error = fmt::format("{}: not valid JSON at byte {}", path, e.byte > 0 ? e.byte - 1 : 0);
       return c;

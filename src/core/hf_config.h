@@ -24,6 +24,7 @@ struct Limits;
 
 struct HfConfig {
   std::string path;  // the config.json read
+  std::string text;  // its bytes as read (diff compares every key in the file's order without reading it again)
   std::string error;  // set when it is not a JSON object: the weights are still read, `check` reports it
   std::vector<std::string> architectures;  // "GPT2LMHeadModel"
   std::string model_type;  // "gpt2"

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <atomic>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,8 +54,12 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
     if (data[k].size() == 0) continue;
     for (uint64_t at = 0; at < data[k].size(); at += kPiece) pieces.push_back({k, at, std::min(kPiece, data[k].size() - at)});
   }
-  // Big pieces first, so that the last ones handed out are small.
-  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.len > b.len && a.len != UINT64_MAX; });
+  // Handed out big first (a deflated member by its compressed size), so that the last ones are small;
+  // `pieces` itself stays in member and offset order for joining the CRCs.
+  std::vector<size_t> order(pieces.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto weight = [&](size_t i) { return pieces[i].len == UINT64_MAX ? entries[pieces[i].entry].compressed_size : pieces[i].len; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return weight(a) > weight(b); });
   std::vector<uint32_t> piece_crc(pieces.size(), 0);
   std::vector<uint64_t> inflated(entries.size(), 0);
   std::atomic<size_t> next{0};
@@ -71,7 +74,8 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
     }
   } closer{fd};
   run_threads(std::max(1u, threads), stop, [&](unsigned) {
-    for (size_t i = next++; i < pieces.size() && !stop; i = next++) {
+    for (size_t n = next++; n < order.size() && !stop; n = next++) {
+      const size_t i = order[n];
       const Piece& p = pieces[i];
       const ZipEntry& e = entries[p.entry];
       if (p.len == UINT64_MAX) {
@@ -106,24 +110,19 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
       if (file && !file->remote()) file->release(b.address(), b.size());  // back to the page cache
     }
   });
-  // Each member's CRC from its pieces, in offset order.
-  std::map<size_t, std::vector<size_t>> by_entry;
-  for (size_t i = 0; i < pieces.size(); ++i) by_entry[pieces[i].entry].push_back(i);
+  // Each member's CRC from its pieces, which are in member and offset order.
+  size_t q = 0;
   for (size_t k = 0; k < entries.size(); ++k) {
     const ZipEntry& e = entries[k];
     uLong crc = crc32(0L, Z_NULL, 0);
     uint64_t size = data[k].size();
-    if (auto it = by_entry.find(k); it != by_entry.end()) {
-      std::vector<size_t>& ps = it->second;
-      std::sort(ps.begin(), ps.end(), [&](size_t a, size_t b) { return pieces[a].at < pieces[b].at; });
-      for (size_t q : ps) {
-        const uint64_t len = pieces[q].len == UINT64_MAX ? inflated[k] : pieces[q].len;
-        crc = pieces[q].at == 0 ? piece_crc[q] : crc32_combine(crc, piece_crc[q], static_cast<z_off_t>(len));
-      }
-      if (e.method != 0) {
-        size = inflated[k];
-        out.bytes += size;
-      }
+    for (; q < pieces.size() && pieces[q].entry == k; ++q) {
+      const uint64_t len = pieces[q].len == UINT64_MAX ? inflated[k] : pieces[q].len;
+      crc = pieces[q].at == 0 ? piece_crc[q] : crc32_combine(crc, piece_crc[q], static_cast<z_off_t>(len));
+    }
+    if (e.method != 0) {
+      size = inflated[k];
+      out.bytes += size;
     }
     if (e.crc32 == 0 && size > 0) {  // torch.save(..., compute_crc32=False) writes 0: nothing to compare
       ++out.unrecorded;
@@ -131,12 +130,13 @@ void verify_archive(const ZipReader* zip, const MappedFile* file, const std::str
     }
     if (static_cast<uint32_t>(crc) == e.crc32) continue;
     const std::string name(e.name.substr(0, e.name.find('\0')));
+    const uint64_t at = zip->data_offset(e);
     bad.push_back(fmt::format("{}{} ({}, at offset {}: recorded {:08x}, read {:08x})", label.empty() ? "" : label + ":",
-                              visible(name), human_bytes(size), zip->data_offset(e), e.crc32, static_cast<uint32_t>(crc)));
+                              visible(name), human_bytes(size), at, e.crc32, static_cast<uint32_t>(crc)));
     Location l;
     l.file = label;
     l.member = name;
-    l.offset = zip->data_offset(e);
+    l.offset = at;
     where.push_back(std::move(l));
   }
 }
