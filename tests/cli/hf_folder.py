@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Hugging Face model folders as one model (issue 28, point 2), on the folders transformers 5.17 wrote
-(testdata/t211/hf_bert_bf16: config.json + model.safetensors; testdata/hf211/*: sharded with an index).
+(testdata/t211/hf_bert_bf16: config.json + model.safetensors; testdata/hf211/*: sharded with an index) and
+those transformers 5.23 wrote (testdata/hf523/*, testdata/gen_hf.py: Llama, Mistral, Qwen2, Gemma 2, Phi-3,
+GPT-2, BERT; single files and sharded).
 
 - a folder, its index or its safetensors file beside config.json is one input: `summary --json` gives one
   document (not JSON Lines) whose metadata.hf holds config.json's facts as transformers reads them
@@ -53,7 +55,9 @@ def main():
     global schemas
     schemas = json_schemas.Schemas(a.root)
     td = os.path.join(a.root, "testdata")
-    folders = [os.path.join(td, "t211", "hf_bert_bf16")] + [os.path.join(td, "hf211", n) for n in ("gpt2_tiny", "llama_gqa_bf16", "bert_enc")]
+    folders = [os.path.join(td, "t211", "hf_bert_bf16")]
+    for hf in ("hf211", "hf523"):  # every model folder of their truth.json
+        folders += [os.path.join(td, hf, n) for n in json.load(open(os.path.join(td, hf, "truth.json"))) if not n.startswith("_")]
     for folder in folders:
         config = json.load(open(os.path.join(folder, "config.json")))
         index = [f for f in os.listdir(folder) if f.endswith(".index.json")]
