@@ -2,10 +2,10 @@
 # Installs ckpt's build and test dependencies from Debian 12 packages, only when missing; with
 # arguments, only those packages (scripts/example.sh names what the LibTorch-free build needs).
 set -euo pipefail
-pkgs=(g++ cmake make pkg-config zlib1g-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
+pkgs=(g++ cmake make ccache pkg-config zlib1g-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev
       python3 python3-torch python3-jsonschema libtorch-dev
       dpkg-dev file git pre-commit python3-yaml zsh fish man-db groff-base jq
-      nginx-light openssl curl ca-certificates)
+      nginx-light openssl curl ca-certificates python3-venv)
 if (($#)); then pkgs=("$@"); fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -18,17 +18,20 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The S3-compatible server of the remote-input tests (s3rver, pinned in tests/remote/s3/package-lock.json).
-# Node.js and npm by command, not by package: a machine may have them from elsewhere (NodeSource's nodejs
-# provides npm and conflicts with Debian's).
-s3dir="$(dirname "$0")/../tests/remote/s3"
-if ((! $#)) && [ ! -d "$s3dir/node_modules/s3rver" ]; then
-  if ! command -v npm >/dev/null; then
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+# The S3-compatible server of the remote-input tests: moto's server mode from PyPI, pinned with hashes in
+# tests/remote/requirements-s3.txt, in a virtual environment of Debian's python3 inside the ignored build
+# area (build-venv/s3/; never Debian's externally managed system Python). A stamp holding the requirements'
+# hash makes a changed pin reinstall it.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+req="$root/tests/remote/requirements-s3.txt"
+venv="$root/build-venv/s3"
+if ((! $#)); then
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [ "$(cat "$venv/.ckpt-stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$venv/bin/moto_server" ]; then
+    echo "ckpt: installing the test S3 server (moto, pinned in tests/remote/requirements-s3.txt) in build-venv/s3" >&2
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -q --no-input --require-hashes -r "$req" >/dev/null
+    echo "$want" > "$venv/.ckpt-stamp"
   fi
-  echo "ckpt: installing the test S3 server (npm ci in tests/remote/s3)" >&2
-  npm ci --prefix "$s3dir" --no-audit --no-fund --loglevel=error >/dev/null
 fi

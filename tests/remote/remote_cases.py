@@ -7,8 +7,9 @@ s3://BUCKET/KEY and s3://BUCKET/PREFIX/) against real servers on 127.0.0.1 (test
   LFS files to an HTTPS "CDN" that refuses any Authorization header, /api/models/ORG/REPO/tree/REV[/PATH]
   in the Hub's JSON with Link pagination on one repo, a gated repo that wants `Authorization: Bearer
   $HF_TOKEN`);
-- s3rver 3.7.1 (npm, tests/remote/s3) behind servers.S3Gateway, which checks AWS Signature V4 as S3 does
-  (s3rver itself accepts any V4 signature) (`AWS_ENDPOINT_URL`);
+- moto's S3 server (PyPI, pinned in tests/remote/requirements-s3.txt, in build-venv/s3/) behind
+  servers.S3Gateway, which checks AWS Signature V4 as S3 does (moto itself accepts any V4 signature)
+  (`AWS_ENDPOINT_URL`);
 - a misbehaving Python HTTP server: 404, 401, 403, a 500 then success, a 429 with Retry-After then
   success, Range ignored, an ETag that changes, a stalled body, a connection reset, a body cut short.
 
@@ -40,9 +41,9 @@ What is checked:
   traceback, abort or sanitizer report.
 
 Usage: remote_cases.py --ckpt build/ckpt --root . [--only REGEX] [--keep]
-Exit 0: all passed; 1: failures (listed); 77: skipped, only when nginx or node/s3rver are missing AND
+Exit 0: all passed; 1: failures (listed); 77: skipped, only when nginx or moto_server are missing AND
 CKPT_REMOTE_OPTIONAL=1 (otherwise a missing server is a failure). Servers need: nginx-light, openssl, curl,
-nodejs, npm (and `npm ci` in tests/remote/s3), python3-torch for the large file.
+moto_server (scripts/deps.sh makes build-venv/s3/), python3-torch for the large file.
 """
 
 import argparse
@@ -317,10 +318,8 @@ def main():
     missing = []
     if not os.access(servers.NGINX, os.X_OK):
         missing.append(f"nginx ({servers.NGINX}; Debian package nginx-light)")
-    if not (shutil.which("node") or shutil.which("nodejs")):
-        missing.append("node (Debian package nodejs)")
-    elif not os.path.exists(servers.S3RVER_JS):
-        missing.append(f"s3rver ({servers.S3RVER_JS}: `npm ci` in tests/remote/s3)")
+    if not os.access(servers.MOTO_SERVER, os.X_OK):
+        missing.append(f"moto_server ({servers.MOTO_SERVER}: run scripts/deps.sh)")
     for tool in ("openssl", "curl"):
         if not shutil.which(tool):
             missing.append(tool)
@@ -422,7 +421,7 @@ def run_all(ckpt, root, tmp, only, t_start):
                 "https": T.env(SSL_CERT_FILE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
                 "https-curl-ca": T.env(CURL_CA_BUNDLE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
                 "hf": T.env(SSL_CERT_FILE=cert, HF_ENDPOINT=ng.hub_url, AWS_ENDPOINT_URL=s3.endpoint),
-                "s3": T.env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+                "s3": T.env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID="CKPTTEST", AWS_SECRET_ACCESS_KEY="CKPTTEST",
                             AWS_REGION="us-east-1", HF_ENDPOINT=ng.hub_url),
             }
             ctx = dict(T=T, ng=ng, s3=s3, bad=bad, envs=envs, tmp=tmp, www=www, files=files, hf_token=hf_token, wrong_token=wrong_token,
@@ -623,7 +622,7 @@ def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
     creds = {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION")}
     if T.wanted("s3: wrong secret"):
         with T.case("s3: wrong secret: exit 4, one line naming the s3:// URL, the secret never printed") as c:
-            r = T.run(["summary", "--json", url], T.env(**creds, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY=wrong_secret))
+            r = T.run(["summary", "--json", url], T.env(**creds, AWS_ACCESS_KEY_ID="CKPTTEST", AWS_SECRET_ACCESS_KEY=wrong_secret))
             T.error(c, r, url, (4,))
             c.expect(any(e.get("error") == "SignatureDoesNotMatch" for e in s3.requests), "the gateway saw no SignatureDoesNotMatch")
     if T.wanted("s3: no credentials"):
@@ -650,12 +649,12 @@ def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
     os.makedirs(aws, exist_ok=True)
     with open(os.path.join(aws, "credentials"), "w") as f:
         f.write("[default]\naws_access_key_id = NOPE\naws_secret_access_key = nope\n\n"
-                "[ckpt-test]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+                "[ckpt-test]\naws_access_key_id = CKPTTEST\naws_secret_access_key = CKPTTEST\n")
     cred_case("s3: credentials from ~/.aws/credentials, profile AWS_PROFILE=ckpt-test",
               T.env(**creds, HOME=home, AWS_PROFILE="ckpt-test"))
     other = os.path.join(home, "elsewhere-credentials")
     with open(other, "w") as f:
-        f.write("[default]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n")
+        f.write("[default]\naws_access_key_id = CKPTTEST\naws_secret_access_key = CKPTTEST\n")
     cred_case("s3: credentials from AWS_SHARED_CREDENTIALS_FILE ([default])", T.env(**creds, AWS_SHARED_CREDENTIALS_FILE=other))
     cred_case("s3: session credentials (AWS_SESSION_TOKEN -> x-amz-security-token)",
               T.env(**creds, AWS_ACCESS_KEY_ID="TEMPKEY", AWS_SECRET_ACCESS_KEY=temp_secret, AWS_SESSION_TOKEN=session_token))

@@ -41,45 +41,31 @@ writes is inside its temporary directory; as root, its worker runs as root too):
   Every request is in `requests()` (nginx's access log as JSON lines: port, server, method, uri, status,
   bytes, range, if_range, auth (an Authorization header was sent: "1"/"0", never its value)).
 
-S3 (`S3Server`): s3rver 3.7.1 (npm, tests/remote/s3/; `npm ci` there) behind `S3Gateway`, a SigV4-checking
-reverse proxy of ours. What we found about s3rver 3.7.1 (node 20, checked with the curl CLI):
-  - it does NOT verify AWS Signature V4: lib/middleware/authentication.js parses the Authorization
-    header, checks that the access key id exists (unknown: 403 InvalidAccessKeyId) and that the date is
-    within 15 minutes, and then accepts whatever signature ("Signature version 4 calculation is
-    unimplemeneted"): a wrong secret is a 200, not 403 SignatureDoesNotMatch. Only V2 signatures
-    ("AWS KEY:SIG") are checked. Requests without any Authorization are served anonymously (no ACLs);
-  - it wants `x-amz-content-sha256` on every SigV4 header-signed request (400 InvalidRequest "Missing
-    required header for this request: x-amz-content-sha256"), as real S3 does; the curl 7.88 CLI's
-    --aws-sigv4 does not send it by itself (add -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' or the
-    sha256 of the body; curl then signs it too). Also, curl 7.88.1's --aws-sigv4 (so libcurl's
-    CURLOPT_AWS_SIGV4 of Debian 12) signs the query string as written, neither sorted nor re-encoded, where
-    SigV4 wants the parameters sorted by name with names and values UriEncoded ('/' as %2F): a URL whose
-    query is not already canonical (`?list-type=2&prefix=a/&delimiter=/`) gets a signature S3 refuses;
-    write it canonical (`?delimiter=%2F&list-type=2&prefix=a%2F`) and it verifies;
-  - Range: `bytes=A-B` and `bytes=A-` give a correct 206 with Content-Range and ETag (the object's MD5,
-    quoted) and Accept-Ranges: bytes; a start past the end is 416 InvalidRange. But a suffix range
-    `bytes=-N` is read as `bytes=0-N` (Number("") is 0): it answers the FIRST N+1 bytes with Content-Range
-    "bytes 0-N/SIZE" where S3 answers the last N. Several ranges give garbage. If-Range and If-Match are
-    ignored (If-None-Match and If-Modified-Since are honoured);
+S3 (`S3Server`): moto's server mode (`moto_server`, PyPI, pinned with hashes in
+tests/remote/requirements-s3.txt; scripts/deps.sh installs it into the virtual environment build-venv/s3/,
+or CKPT_MOTO_SERVER names another) behind `S3Gateway`, a SigV4-checking reverse proxy of ours. What we
+found about moto 5.2.5 in server mode (checked with the curl CLI):
+  - it does NOT verify AWS Signature V4 (only when INITIAL_NO_AUTH_ACTION_COUNT is set, and then against
+    its IAM backend): any Authorization header is accepted, and a GET or HEAD of an object from 127.0.0.1
+    WITHOUT one is a bare 403 with an empty text/html body (not S3's XML);
+  - Range: `bytes=A-B`, `bytes=A-` and the suffix form `bytes=-N` give a correct 206 with Content-Range,
+    ETag (the object's MD5, quoted) and Accept-Ranges: bytes; a start past the end and `bytes=-0` are 416
+    InvalidRange; several ranges give a 200 with the whole object, as S3 does. If-Match is honoured (412);
+    If-Range is ignored;
   - ListObjectsV2 (`GET /BUCKET?list-type=2&prefix=P&delimiter=/`, also max-keys / continuation-token /
-    start-after) works: <ListBucketResult> with Contents (Key, LastModified, ETag, Size, StorageClass),
-    CommonPrefixes, KeyCount, IsTruncated, NextContinuationToken; its xmlns is
-    "http://doc.s3.amazonaws.com/2006-03-01/" (S3's is "http://s3.amazonaws.com/doc/2006-03-01/");
-  - its continuation tokens are DES-encrypted: under node 17+ / OpenSSL 3 that needs
-    `node --openssl-legacy-provider` (as this harness starts it), else a truncated listing (more keys than
-    max-keys) is a 500 InternalError;
-  - path-style URLs work on 127.0.0.1 (http://127.0.0.1:PORT/BUCKET/KEY); `-p 0` picks a free port and
-    the first stdout line says "S3rver listening on 127.0.0.1:PORT".
+    start-after) answers S3's <ListBucketResult> (S3's xmlns) with Contents, CommonPrefixes, KeyCount,
+    IsTruncated and NextContinuationToken;
+  - path-style URLs work on 127.0.0.1 (http://127.0.0.1:PORT/BUCKET/KEY); it answers `Connection: close`
+    (Werkzeug's development server, one thread per request), and takes about a second to start.
 So that a wrong secret is refused as S3 refuses it, `S3Gateway` (the `endpoint` the tests use) checks
 SigV4 itself (Authorization header or presigned query; credentials, optional session token, the region,
 the 15-minute window, x-amz-content-sha256 present and equal to the body's hash) and answers S3's XML
 errors: 403 AccessDenied (no credentials), 403 InvalidAccessKeyId, 403 SignatureDoesNotMatch (with the
 <CanonicalRequest> and <StringToSign> it computed, as S3 does), 403 InvalidToken, 400
 AuthorizationHeaderMalformed (wrong region), 400 InvalidRequest (no x-amz-content-sha256), 400
-XAmzContentSHA256Mismatch, 403 RequestTimeTooSkewed. It then forwards to s3rver without the
-Authorization header, fixing what s3rver gets wrong: a suffix range becomes the range of the last N
-bytes, several ranges are dropped (a 200 of the whole object, as S3 does), If-Match is checked (412
-PreconditionFailed). Every request is in `requests` (method, path, query, range, auth, status).
+XAmzContentSHA256Mismatch, 403 RequestTimeTooSkewed. It then forwards to moto with an Authorization header
+of its own (moto admits any), and checks If-Match itself (412 PreconditionFailed in S3's XML). Every
+request is in `requests` (method, path, query, range, auth, status).
 
 Misbehaving HTTP (`MisbehavingServer`, http.server, HTTP/1.1, correct Content-Length): the files given
 are served under /KIND/NAME where KIND is one of
@@ -125,12 +111,14 @@ from xml.sax.saxutils import escape as xml_escape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NGINX = os.environ.get("CKPT_NGINX", "/usr/sbin/nginx")
-S3RVER_JS = os.path.join(HERE, "s3", "node_modules", "s3rver", "bin", "s3rver.js")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# moto's server (scripts/deps.sh: pip install --require-hashes -r tests/remote/requirements-s3.txt)
+MOTO_SERVER = os.environ.get("CKPT_MOTO_SERVER", os.path.join(ROOT, "build-venv", "s3", "bin", "moto_server"))
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 class Unavailable(RuntimeError):
-    """A server program this harness needs is not installed (nginx, node, s3rver, openssl)."""
+    """A server program this harness needs is not installed (nginx, moto_server, openssl, curl)."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -762,7 +750,7 @@ class NginxServers(_Managed):
 
 
 # ---------------------------------------------------------------------------------------------------
-# S3: s3rver behind a SigV4-checking gateway
+# S3: moto's server behind a SigV4-checking gateway
 
 def _uri_encode(s, keep_slash):
     """SigV4's UriEncode: every byte but A-Z a-z 0-9 - _ . ~ (and '/' when keep_slash) as %XY."""
@@ -823,6 +811,10 @@ class S3Error(Exception):
         return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{self.code}</Code><Message>{xml_escape(self.message)}</Message>'
                 f"{more}<Resource>{xml_escape(resource)}</Resource><RequestId>{rid}</RequestId></Error>").encode()
 
+
+# what the gateway sends moto in place of the client's Authorization (moto admits any SigV4 header; without one it
+# refuses a GET of an object from 127.0.0.1)
+UPSTREAM_AUTH = "AWS4-HMAC-SHA256 Credential=gateway/20000101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0"
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"}
 
@@ -935,8 +927,8 @@ class _GatewayHandler(http.server.BaseHTTPRequestHandler):
         return akid
 
     def _upstream(self, method, path, headers, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.server.owner.s3rver_port, timeout=60)
-        c.request(method, path, body=body, headers=headers)
+        c = http.client.HTTPConnection("127.0.0.1", self.server.owner.upstream_port, timeout=60)
+        c.request(method, path, body=body, headers={**headers, "Authorization": UPSTREAM_AUTH})
         return c, c.getresponse()
 
     def _handle(self):
@@ -954,24 +946,6 @@ class _GatewayHandler(http.server.BaseHTTPRequestHandler):
         try:
             entry["akid"] = self._verify(body)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() not in ("authorization", "host", "expect")}
-            # what s3rver gets wrong about Range (see the module's docstring)
-            if rng and self.command in ("GET", "HEAD"):
-                headers.pop("Range", None)
-                headers.pop("range", None)
-                m = re.fullmatch(r"\s*bytes=(\d*)-(\d*)\s*", rng)
-                if m and m.group(1) == "" and m.group(2) != "":
-                    c, r = self._upstream("HEAD", self.path, {})
-                    r.read()
-                    c.close()
-                    if r.status == 200:
-                        size = int(r.getheader("Content-Length"))
-                        k = int(m.group(2))
-                        if k == 0 or size == 0:
-                            raise S3Error(416, "InvalidRange", "The requested range is not satisfiable", RangeRequested=rng, ActualObjectSize=size)
-                        headers["Range"] = f"bytes={max(0, size - k)}-{size - 1}"
-                elif m:
-                    headers["Range"] = rng
-                # several ranges: S3 sends the whole object (200)
             c, r = self._upstream(self.command, self.path, headers, body if body else None)
             try:
                 im = self.headers.get("If-Match")
@@ -1011,31 +985,28 @@ class _GatewayHandler(http.server.BaseHTTPRequestHandler):
 
 
 class S3Server(_Managed):
-    """s3rver (node) on a fresh directory behind S3Gateway. `endpoint` is the gateway (AWS_ENDPOINT_URL)."""
+    """moto's server (in memory, its log in a fresh directory) behind S3Gateway. `endpoint` is the gateway
+    (AWS_ENDPOINT_URL)."""
 
-    def __init__(self, tmp=None, access_key="S3RVER", secret_key="S3RVER", region="us-east-1", allow_anonymous=False):
-        node = shutil.which("node") or shutil.which("nodejs")
-        if not node:
-            raise Unavailable("node not found (Debian package nodejs)")
-        if not os.path.exists(S3RVER_JS):
-            raise Unavailable(f"{S3RVER_JS} not found: run `npm ci` in {os.path.dirname(os.path.dirname(os.path.dirname(S3RVER_JS)))}")
+    def __init__(self, tmp=None, access_key="CKPTTEST", secret_key="CKPTTEST", region="us-east-1", allow_anonymous=False):
+        if not os.access(MOTO_SERVER, os.X_OK):
+            raise Unavailable(f"{MOTO_SERVER} not found: run scripts/deps.sh")
         if not shutil.which("curl"):
             raise Unavailable("curl not found")
-        self.node = node
         self._own_tmp = tmp is None
         self.dir = tmp or tempfile.mkdtemp(prefix="ckpt-s3-")
         self.access_key, self.secret_key, self.region = access_key, secret_key, region
         self.proc = None
         self.gateway = S3Gateway(self, {access_key: (secret_key, None)}, region, allow_anonymous)
-        self.s3rver_port = None
+        self.upstream_port = None
 
     @property
     def endpoint(self):
         return self.gateway.url
 
     @property
-    def s3rver_url(self):
-        return f"http://127.0.0.1:{self.s3rver_port}"
+    def upstream_url(self):
+        return f"http://127.0.0.1:{self.upstream_port}"
 
     @property
     def requests(self):
@@ -1045,23 +1016,18 @@ class S3Server(_Managed):
         self.gateway.credentials[access_key] = (secret_key, session_token)
 
     def start(self):
-        data = os.path.join(self.dir, "data")
-        os.makedirs(data, exist_ok=True)
-        log = os.path.join(self.dir, "s3rver.log")
-        # --openssl-legacy-provider: s3rver's continuation tokens use DES (OpenSSL 3 keeps it in the legacy
-        # provider; without it a truncated listing is a 500 InternalError)
-        self.proc = start_process([self.node, "--openssl-legacy-provider", S3RVER_JS, "-d", data, "-a", "127.0.0.1", "-p", "0", "--no-vhost-buckets"], log)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self.s3rver_port is None:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"s3rver exited ({self.proc.returncode}): {open(log, errors='replace').read()[-2000:]}")
-            m = re.search(r"S3rver listening on 127\.0\.0\.1:(\d+)", open(log, errors="replace").read())
-            if m:
-                self.s3rver_port = int(m.group(1))
-            else:
-                time.sleep(0.05)
-        if self.s3rver_port is None or not wait_port(self.s3rver_port, 10, self.proc):
-            raise RuntimeError(f"s3rver did not start: {open(log, errors='replace').read()[-2000:]}")
+        os.makedirs(self.dir, exist_ok=True)
+        log = os.path.join(self.dir, "moto.log")
+        # a free port, then moto on it (Werkzeug prints the port it got only after binding; a port taken in
+        # between is a clear start failure below, not a wrong server)
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        self.proc = start_process([MOTO_SERVER, "-H", "127.0.0.1", "-p", str(port)], log, env=env)
+        if not wait_port(port, 30, self.proc):
+            raise RuntimeError(f"moto_server did not start: {open(log, errors='replace').read()[-2000:]}")
+        self.upstream_port = port
         self.gateway.start()
         return self
 
@@ -1105,8 +1071,8 @@ class S3Gateway(_ThreadedServer):
         self.allow_anonymous = allow_anonymous
 
     @property
-    def s3rver_port(self):
-        return self.s3.s3rver_port
+    def upstream_port(self):
+        return self.s3.upstream_port
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -1510,10 +1476,10 @@ def selftest(root):
         s, h = _head(p.stdout.encode("latin-1") if isinstance(p.stdout, str) else p.stdout)
         expect(f"s3: signed GET with Range: 206, Content-Range, ETag ({s})",
                s == 206 and h.get("content-range") == f"bytes 0-9/{len(data)}" and h.get("etag") == '"' + hashlib.md5(data).hexdigest() + '"')
-        p = subprocess.run(["curl", "-sS", "-i", "-r", "-22", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
+        p = subprocess.run(["curl", "-sS", "-i", "-r", "-22", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "CKPTTEST:CKPTTEST",
                             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", url], capture_output=True, timeout=30)
         s, h = _head(p.stdout)
-        expect(f"s3: suffix range -22 is the last 22 bytes (the gateway fixes s3rver) ({s} {h.get('content-range')})",
+        expect(f"s3: suffix range -22 is the last 22 bytes ({s} {h.get('content-range')})",
                s == 206 and p.stdout.endswith(data[-22:]) and h.get("content-range") == f"bytes {len(data) - 22}-{len(data) - 1}/{len(data)}")
         p = s3.curl("-i", "-r", "0-9", url, secret="WRONG")
         s, _ = _head(p.stdout.encode("latin-1"))
@@ -1522,15 +1488,15 @@ def selftest(root):
         expect("s3: an unknown access key: 403 InvalidAccessKeyId", "<Code>InvalidAccessKeyId</Code>" in p.stdout)
         p = _curl("-i", url)
         expect("s3: no credentials: 403 AccessDenied", _head(p.stdout)[0] == 403 and b"AccessDenied" in p.stdout)
-        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER", url], capture_output=True, timeout=30)
+        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "CKPTTEST:CKPTTEST", url], capture_output=True, timeout=30)
         expect("s3: SigV4 without x-amz-content-sha256: 400 InvalidRequest", _head(p.stdout)[0] == 400 and b"x-amz-content-sha256" in p.stdout)
-        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:eu-west-1:s3", "--user", "S3RVER:S3RVER",
+        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:eu-west-1:s3", "--user", "CKPTTEST:CKPTTEST",
                             "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", url], capture_output=True, timeout=30)
         expect("s3: wrong region: 400 AuthorizationHeaderMalformed", b"AuthorizationHeaderMalformed" in p.stdout and b"us-east-1" in p.stdout)
-        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
+        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "CKPTTEST:CKPTTEST",
                             "-H", "x-amz-content-sha256: " + "0" * 64, url], capture_output=True, timeout=30)
         expect("s3: a payload hash that is not the body's: 400 XAmzContentSHA256Mismatch", b"XAmzContentSHA256Mismatch" in p.stdout)
-        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "S3RVER:S3RVER",
+        p = subprocess.run(["curl", "-sS", "-i", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", "CKPTTEST:CKPTTEST",
                             "-H", "x-amz-content-sha256: " + EMPTY_SHA256, "-r", "0-3", url], capture_output=True, timeout=30)
         expect("s3: the empty body's sha256 (what libcurl users send): 206", _head(p.stdout)[0] == 206)
         p = s3.curl("-i", "-r", "0-3", "-H", 'If-Match: "nope"', url)
@@ -1648,7 +1614,7 @@ def serve(root):
         print("s3:     s3://ckpt/models/  s3://ckpt/models/sd_compiled_211.pt")
         print(f"bad:    {bad.url}/KIND/sd_compiled_211.pt  KIND in {', '.join(KINDS)}")
         print(f"export SSL_CERT_FILE={ng.cert} HF_ENDPOINT={ng.hub_url} AWS_ENDPOINT_URL={s3.endpoint} "
-              f"AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1")
+              f"AWS_ACCESS_KEY_ID=CKPTTEST AWS_SECRET_ACCESS_KEY=CKPTTEST AWS_REGION=us-east-1")
         print(f"logs: {ng.dir}/nginx/access.log; Ctrl-C stops", flush=True)
         try:
             while True:
