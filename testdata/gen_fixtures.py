@@ -39,7 +39,7 @@ warnings.filterwarnings("ignore")  # lazy-module, ComplexHalf "experimental" and
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)   # genlib (also when imported by another generator); fx2_dcp imports gen_formats
 # The torch version picks the fixture set (genlib's T2, SET): 1.13 writes testdata/t113, 2.x the torch 2
-# set, into t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214).
+# set, into t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214, 2.15: testdata/t215).
 from genlib import SET, T2, dtype_name, is_uninit, storage_bytes  # noqa: E402
 BUFFER_NAMES = ("running_mean", "running_var", "num_batches_tracked", "position_ids", "token_type_ids",
                 "inv_freq", "masked_bias", "_float_tensor", "causal_mask", "attention_mask")
@@ -477,6 +477,8 @@ class Writer:
         doc["globals"] = globs
         if notes:
             doc["notes"] = notes
+        if totals.get("attributes") and not totals["parameters"] and not totals["buffers"]:
+            doc["content"] = "tensors"  # plain tensors, no model's (summarize: plain_tensors)
         # Cross-check: storage bytes PyTorch reports for the loaded objects == what the file holds.
         if model_storage_bytes_is_file:
             assert file_info["storage_bytes"] == totals["storage_bytes"], (name, file_info, totals)

@@ -861,7 +861,7 @@ def op_flops_named(name):
 # ---------------------------------------------------------------------------------------------
 
 # The torch version picks the cases (genlib's T2, SET): 1.13 writes testdata/forward, 2.x the forward/
-# folder of its fixture set, t<major><minor> (2.6: testdata/t26/forward, 2.14: testdata/t214/forward).
+# folder of its fixture set, t<major><minor> (2.6: testdata/t26/forward, 2.14: t214/forward, 2.15: t215/forward).
 if T2:
     OUTDIR = os.path.join(HERE, SET, "forward")
     ORDER = ["sdpa", "mha"]

@@ -74,7 +74,7 @@ import gen_fixtures as gf  # noqa: E402
 # t113/whole_module.pt pickles its classes as __main__.<Class>: make them resolvable here.
 from gen_fixtures import ConvBlock, FrozenNet, LazyNet, LitModel, SmallNet, TinyLM  # noqa: E402,F401
 # The torch version picks what is written (genlib's T2, SET): 1.13 testdata/load, 2.x load_expected.json
-# in the fixture set gen_fixtures.py wrote under it (t<major><minor>: testdata/t26, testdata/t214).
+# in the fixture set gen_fixtures.py wrote under it (t<major><minor>: testdata/t26, t214, t215).
 from genlib import SET, T2, dtype_name, is_uninit, one_line_lists, storage_bytes, untyped  # noqa: E402
 
 warnings.filterwarnings("ignore")  # ComplexHalf / lazy-module / DataParallel / TypedStorage / DCP chatter

@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 
 # The running torch picks what a generator writes: 1.13 the sets committed for it (t113/, load/,
-# forward/), 2.x a set of its own, t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214).
+# forward/), 2.x a set of its own, t<major><minor> (2.6: testdata/t26, 2.14: testdata/t214,
+# 2.15 (PyPI, the truth environment): testdata/t215).
 TORCH_MM = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
 T2 = TORCH_MM[0] >= 2
 SET = "t%d%d" % TORCH_MM

@@ -10,7 +10,7 @@ std::filesystem::path testdata() { return CKPT_TESTDATA; }
 
 std::vector<Fixture> fixtures() {
   std::vector<Fixture> out;
-  for (const char* set : {"t113", "t26", "t214", "ts113", "formats"}) {
+  for (const char* set : {"t113", "t26", "t214", "t215", "ts113", "formats"}) {
     const auto dir = testdata() / set;
     if (!std::filesystem::exists(dir)) continue;
     for (const auto& e : std::filesystem::directory_iterator(dir)) {

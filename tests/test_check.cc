@@ -25,7 +25,12 @@ TEST_CASE("check: the summary fixtures call nothing outside the allowlist but th
   // torch.save(model) of a class defined in the generator pickles __main__.<Class> + NEWOBJ: a class
   // the file makes Python instantiate, which the allowlist verdict calls dangerous by design. Nothing
   // else in these files (torch's own modules, tensors, dtypes, Lightning dicts) may be.
-  size_t user_classes = 0;
+  // One known exception: t215/dcp/.metadata, pickled by the truth environment's Python 3.11.2, whose
+  // Enum.__reduce_ex__ pickles a member by name as builtins.getattr(cls, name) (bpo-44342; Python 3.12, and
+  // 3.11's later releases, pickle cls(value) again, as t26/t214's .metadata has it); DCP reads .metadata with
+  // pickle.load. getattr is not on the allowlist, so check reports it; whether it should accept getattr of a
+  // member name on an allowlisted class is open (issue 39). Counted, so that a change shows here.
+  size_t user_classes = 0, enum_by_name = 0;
   for (const auto& f : test::fixtures()) {
     CAPTURE(f.id);
     const CheckResult r = run_checks(f.file.string(), Limits{});
@@ -33,11 +38,16 @@ TEST_CASE("check: the summary fixtures call nothing outside the allowlist but th
     for (const Finding& x : r.findings) {
       if (x.id != "dangerous-global") continue;
       CAPTURE(x.message);
+      if (f.id == "t215/dcp" && x.message.rfind("pickle global builtins.getattr ", 0) == 0) {
+        ++enum_by_name;
+        continue;
+      }
       CHECK(x.message.rfind("pickle global __main__.", 0) == 0);
       ++user_classes;
     }
   }
   CHECK(user_classes >= 1);
+  CHECK(enum_by_name == 1);
 }
 
 TEST_CASE("check: classification of globals") {

@@ -144,7 +144,7 @@ TEST_CASE("diff --values: threaded typed loops equal the per-element reference o
   // versions, the diff fixtures, and the diff_values pair, at tolerances that make some pairs close.
   std::vector<std::pair<std::filesystem::path, std::filesystem::path>> pairs;
   const auto root = test::testdata();
-  for (const char* set : {"t26", "t214"})
+  for (const char* set : {"t26", "t214", "t215"})
     for (const auto& f : std::filesystem::directory_iterator(root / "t113"))
       if (f.path().extension() == ".pt" && std::filesystem::exists(root / set / f.path().filename()))
         pairs.emplace_back(f.path(), root / set / f.path().filename());

@@ -36,6 +36,9 @@ std::string try_read(const std::string& bytes, const std::string& name) {
 TEST_CASE("hostile: every fixture truncated at every length gives a clean error") {
   for (const auto& f : test::fixtures()) {
     if (std::filesystem::is_directory(f.file)) continue;  // sharded: each shard is a fixture file of its own format
+    // t215 is t214's set written again by torch 2.15 (the same writers and readers): truncating it too would
+    // add a third to this test's time (about 8 s here, more under the sanitizers) and cover nothing new.
+    if (f.id.rfind("t215/", 0) == 0) continue;
     CAPTURE(f.id);
     const std::string bytes = test::read_file(f.file);
     REQUIRE(try_read(bytes, f.id) == "");
@@ -71,8 +74,9 @@ static void flip_every_byte(const std::string& set) {
   CHECK(files > 0);
 }
 
-// t214 is t26's set written again by torch 2.14: the same writers and readers, so one torch 2 set's flips
-// cover them (and would double the sanitizer run). Every set is still truncated at every length above.
+// t214 and t215 are t26's set written again by torch 2.14 and 2.15: the same writers and readers, so one torch 2
+// set's flips cover them (and would double the sanitizer run). Every set but t215 is still truncated at every
+// length above.
 TEST_CASE("hostile: every t113 fixture with each byte flipped gives a clean error or a result") { flip_every_byte("t113"); }
 TEST_CASE("hostile: every t26 fixture with each byte flipped gives a clean error or a result") { flip_every_byte("t26"); }
 TEST_CASE("hostile: every ts113 fixture with each byte flipped gives a clean error or a result") { flip_every_byte("ts113"); }

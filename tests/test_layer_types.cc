@@ -13,7 +13,7 @@ using namespace ckpt;
 
 TEST_CASE("layer types: inferred from TorchScript fixtures' tensors equal their declared classes or stay unknown") {
   size_t modules = 0, inferred = 0, checked_files = 0;
-  for (const char* dir : {"ts113", "t26", "t214", "forward", "check", "tshidden", "tshidden/t26", "compile/t26"}) {
+  for (const char* dir : {"ts113", "t26", "t214", "t215", "forward", "check", "tshidden", "tshidden/t26", "compile/t26"}) {
     const std::filesystem::path folder = test::testdata() / dir;
     if (!std::filesystem::is_directory(folder)) continue;
     for (const auto& e : std::filesystem::directory_iterator(folder)) {

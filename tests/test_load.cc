@@ -121,9 +121,9 @@ TEST_CASE("load: --add-prefix is suggested when FILE lacks the model's wrapper p
   CHECK(renamed_key("a.b", "_orig_mod.", "model.") == "model.a.b");
 }
 
-TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's and 2.14's values") {
+TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's, 2.14's and 2.15's values") {
   size_t checked = 0;
-  for (const char* set : {"t26", "t214"}) {
+  for (const char* set : {"t26", "t214", "t215"}) {
     const json e = test::read_json(test::testdata() / set / "load_expected.json");
     for (const json& c : e["loads"]) {
       const std::string file = c["file"].get<std::string>();
@@ -143,5 +143,5 @@ TEST_CASE("load: DCP tensors assembled from their chunks equal torch 2.6's and 2
       }
     }
   }
-  CHECK(checked == 44);  // formats/dcp, formats/dcp_2rank (torch 2.6), t26/dcp, t214/dcp: 11 tensors each
+  CHECK(checked == 55);  // formats/dcp, formats/dcp_2rank (torch 2.6), t26/dcp, t214/dcp, t215/dcp: 11 tensors each
 }

@@ -37,7 +37,7 @@ struct Case {
 
 std::vector<Case> load_cases() {
   std::vector<fs::path> lists = {test::testdata() / "load" / "expected.json"};
-  for (const auto& d : {"t26", "t214", "pt2/t26", "pt2/t214"}) lists.push_back(test::testdata() / d / "load_expected.json");
+  for (const auto& d : {"t26", "t214", "t215", "pt2/t26", "pt2/t214"}) lists.push_back(test::testdata() / d / "load_expected.json");
   std::vector<Case> out;
   for (const fs::path& p : lists) {
     const json list = test::read_json(p);

@@ -173,16 +173,19 @@ print(json.dumps({{'tensors': len(keep), 'elements': sum(sd[k].numel() for k in 
     rc, out, err = run([ckpt, "summary", "--json", shard_dir])
     expect("sharded JSON file_size is index + shards", json.loads(out)["file_size"] == total, out[:200])
     # A short Format: line; the zip's records with --verbose (and always in JSON).
-    fixture = os.path.join(root, "testdata/t214") if os.path.isdir(os.path.join(root, "testdata/t214")) else None
-    f2 = next((os.path.join(fixture, f) for f in sorted(os.listdir(fixture)) if f.endswith(".pt")), None) if fixture else None
-    if f2:
+    for tag in ("t214", "t215"):
+        fixture = os.path.join(root, "testdata", tag)
+        f2 = next((os.path.join(fixture, f) for f in sorted(os.listdir(fixture)) if f.endswith(".pt")), None) \
+            if os.path.isdir(fixture) else None
+        if not f2:
+            continue
         rc, out, _ = run([ckpt, "summary", f2])
         fmt_line = next((x for x in out.splitlines() if x.startswith("Format:")), "")
         rc, vout, _ = run([ckpt, "summary", "--verbose", f2])
         vline = next((x for x in vout.splitlines() if x.startswith("Format:")), "")
         with zipfile.ZipFile(f2) as z:
             records = [n.split("/", 1)[1] for n in z.namelist() if n.split("/", 1)[1].startswith(".")]
-        expect("Format: leaves the zip's internal records to --verbose",
+        expect(f"{tag}: Format: leaves the zip's internal records to --verbose",
                records and not any(r in fmt_line for r in records) and all(r in vline for r in records),
                (fmt_line, vline, records))
 

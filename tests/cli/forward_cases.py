@@ -112,8 +112,8 @@ def check_case(t, fd, case):
 
 
 def check_t2(t, fd, tag):
-    """testdata/t26/forward and t214/forward (gen_forward.py under torch 2.6 and 2.14): scaled_dot_product_attention and the
-    TransformerEncoderLayer fast path. With LibTorch 2.x every value must match; the fused layer's FLOPs
+    """testdata/t26/forward, t214/forward and t215/forward (gen_forward.py under torch 2.6, 2.14 and 2.15):
+    scaled_dot_product_attention and the TransformerEncoderLayer fast path. With LibTorch 2.x every value must match; the fused layer's FLOPs
     are the unfused forward's (ckpt counts the products inside fused kernels; flop_counter counts 0).
     LibTorch 1.x cannot compile these archives: exit 3."""
     exp = json.load(open(os.path.join(fd, "expected.json")))
@@ -177,7 +177,7 @@ def run(t):
     libtorch_cuda = "built without CUDA" not in err and "is not available" not in err
     t.check(rc == 4 or (rc == 0 and libtorch_cuda), f"--device cuda without CUDA: exit {rc} {err.strip()[:200]}")
 
-    for tag in ("t26", "t214"):
+    for tag in ("t26", "t214", "t215"):
         check_t2(t, os.path.join(t.td, tag, "forward"), tag)
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`ckpt load` against PyTorch's own numbers (testdata/load/expected.json, written by testdata/gen_load.py
-with torch 1.13, and testdata/t26/load_expected.json and testdata/t214/load_expected.json, written by
-the same generator with torch 2.6 and 2.14 for their fixture sets and the DCP directories): every tensor's dtype, shape, CRC-32 of its values and NaN/Inf
-counts on CPU; the same tensors on meta without a byte read; key matching against a TorchScript --model;
-empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks; the weights of
+with torch 1.13, and testdata/t26/, t214/ and t215/load_expected.json, written by the same generator
+with torch 2.6, 2.14 and 2.15 for their fixture sets and the DCP directories): every tensor's dtype,
+shape, CRC-32 of its values and NaN/Inf counts on CPU (t215's files through one `ckpt load --jsonl` per
+device, with the same checks: one LibTorch start-up, not one a file); the same tensors on meta without
+a byte read; key matching against a TorchScript --model; empty init; the CUDA-unavailable path; TorchScript archives whose operators the linked LibTorch lacks; the weights of
 torch.export archives (testdata/pt2/*/load_expected.json, from testdata/gen_pt2_load.py).
 
 The torch 2 loads may differ from torch's values in two known ways, both accepted (and nothing else): a
@@ -38,6 +39,31 @@ DTYPE_SINCE = {"float8_e5m2": (2, 1), "float8_e4m3fn": (2, 1), "float8_e5m2fnuz"
                "float4_e2m1fn_x2": (2, 8)}
 
 
+def load_batch(t, files, *args):
+    """{file: (exit code, report or None, error)} of one `ckpt load --jsonl ARGS FILES` (one ckpt-torch for all),
+    as separate `ckpt load --json` runs would give them: a loaded file's exit is 0 when its report is
+    complete, else 1; an unreadable one's is its ckpt.error/1 record's, with the record's message as error."""
+    p = subprocess.run([t.ckpt, "load", "--jsonl", *args, *[os.path.join(t.td, f) for f in files]],
+                       capture_output=True, text=True, timeout=300)
+    problems = t.schemas.output_problems(p.stdout)
+    t.check(not problems, f"load --jsonl {' '.join(args)} ({len(files)} files): JSON Lines against schemas/: {problems}")
+    docs = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+    t.check(len(docs) == len(files), f"load --jsonl {' '.join(args)}: {len(docs)} lines for {len(files)} files (rc {p.returncode})")
+    out = {}
+    for f, d in zip(files, docs):
+        if d.get("schema") == "ckpt.error/1":
+            out[f] = (d["exit"], None, d["error"])
+        else:
+            out[f] = (0 if d.get("complete") else 1, d, "")
+    worst = max((v[0] for v in out.values()), default=0)
+    t.check(p.returncode == worst, f"load --jsonl {' '.join(args)}: exit {p.returncode}, the worst file's is {worst}")
+    return out
+
+
+# Fixture sets whose files load_cases checks in one batch per device (load_batch): the same checks, less time.
+BATCHED = ("t215",)
+
+
 def libtorch_version(t):
     """(major, minor) of the LibTorch ckpt links against, from a report's "libtorch" field ("1.13.0")."""
     rc, rep, err = load_json(t, "--device", "meta", os.path.join(t.td, "load", "nan_inf.pt"))
@@ -50,10 +76,10 @@ def run(t):
     td = t.td
     exp = json.load(open(os.path.join(td, "load", "expected.json")))
     loads = list(exp["loads"])
-    # torch 2 fixture sets (t26/ and formats/dcp* from torch 2.6, t214/ from torch 2.14): values from
-    # testdata/gen_load.py under the torch that wrote each set.
+    # torch 2 fixture sets (t26/ and formats/dcp* from torch 2.6, t214/ from torch 2.14, t215/ from torch
+    # 2.15 (PyPI)): values from testdata/gen_load.py under the torch that wrote each set.
     new_dtypes, t2_files = set(), set()
-    for tag in ("t26", "t214"):
+    for tag in ("t26", "t214", "t215"):
         p = os.path.join(td, tag, "load_expected.json")
         t.check(os.path.exists(p), f"{p} is missing")
         if os.path.exists(p):
@@ -70,6 +96,10 @@ def run(t):
     version = libtorch_version(t) if t2_files else None
     major = version[0] if version else None
     accepted = {"skipped": 0, "refused": 0}
+    batch = [c["file"] for c in loads if c["file"].startswith(tuple(s + "/" for s in BATCHED))
+             and (c["tensors"] or c.get("not_materialized"))]
+    batch_cpu = load_batch(t, batch, "--checksum", "--device", "cpu") if batch else {}
+    batch_meta = load_batch(t, batch, "--device", "meta") if batch else {}
 
     # 1. CPU: every value bit-exact (CRC-32), NaN/Inf as torch.isnan / torch.isinf count them.
     for case in loads:
@@ -77,10 +107,15 @@ def run(t):
         want, skipped = case["tensors"], case.get("not_materialized", {})
         if not want and not skipped:
             continue  # bare.pkl, t26/frozen.ts.pt: no tensors
-        rc, rep, err = load_json(t, "--checksum", "--device", "cpu", path)
+        in_batch = case["file"] in batch_cpu
+        rc, rep, err = batch_cpu.get(case["file"]) or load_json(t, "--checksum", "--device", "cpu", path)
         if rep is None and case["file"] in t2_files and major is not None and major < 2 \
                 and rc == 3 and f"LibTorch {major}." in err and "aten::" in err:
             accepted["refused"] += 1   # a torch 2 operator in the TorchScript code: refused, nothing to compare
+            if in_batch:
+                rc, meta, err2 = batch_meta.get(case["file"], (None, None, None))
+                t.check(rc == 3 and err2 == err and meta is None, f"{case['file']} meta: rc {rc} {err2!r}")
+                continue
             rc, out, err2 = load(t, "--device", "meta", path)
             t.check(rc == 3 and err2 == err and out == "", f"{case['file']} meta: rc {rc} {err2!r}")
             continue
@@ -119,7 +154,7 @@ def run(t):
         t.check(rep["totals"]["nan"] == total_nan, f"{case['file']}: totals.nan {rep['totals']['nan']} != {total_nan}")
 
         # 2. meta: same names, dtypes and shapes, no byte of the file read.
-        rc, rep, err = load_json(t, "--device", "meta", path)
+        rc, rep, err = batch_meta.get(case["file"]) or load_json(t, "--device", "meta", path)
         if rep is None:
             t.check(False, f"{case['file']} meta: no JSON (rc {rc}): {err.strip()}")
             continue
@@ -226,7 +261,8 @@ def run(t):
             f"edited_sdpa: rc {rc} {err!r}")
 
     # 9. safetensors on CPU are zero-copy views of the mapping; DCP directories load every tensor
-    #    (their values, from torch 2.6 / 2.14, are in t26/ and t214/load_expected.json: torch 1.13 cannot read DCP).
+    #    (their values, from torch 2.6 / 2.14 / 2.15, are in t26/, t214/ and t215/load_expected.json: torch 1.13
+    #    cannot read DCP).
     for name in ("model.safetensors", "dtypes.safetensors", "real_st.safetensors"):
         rc, rep, err = load_json(t, os.path.join(td, "formats", name))
         t.check(rc == 0 and rep and rep["totals"]["copied_bytes"] == 0 and rep["totals"]["zero_copy_bytes"] > 0,
@@ -242,19 +278,20 @@ def run(t):
         t.check(rc == 0 and rep and rep["totals"]["loaded"] == want["tensors"] and rep["totals"]["bytes"] == want["bytes"],
                 f"{name}: rc {rc} {rep and rep['totals']} want {want}")
 
-    # 9a. diff --values across torch versions: the same fixture written by torch 2.6 and by torch 2.14 (.pt2
-    #     exports, state dicts, TorchScript, DCP) holds equal values exactly when torch reads equal CRC-32s
-    #     from both (gen_pt2_load.py, gen_load.py).
+    # 9a. diff --values across torch versions: the same fixture written by torch 2.6 and by torch 2.14, and by
+    #     2.14 and 2.15 (.pt2 exports, state dicts, TorchScript, DCP) holds equal values exactly when torch
+    #     reads equal CRC-32s from both (gen_pt2_load.py, gen_load.py).
     by_file = {c["file"]: c["tensors"] for c in loads if c["tensors"] and not c.get("not_materialized")}
-    for f26 in sorted(f for f in by_file if f.startswith(("pt2/t26/", "t26/"))):
-        f214 = f26.replace("t26/", "t214/", 1)
-        if f214 not in by_file:
-            continue
-        a, b = by_file[f26], by_file[f214]
-        same = set(a) == set(b) and all(a[n]["crc32"] == b[n]["crc32"] and a[n]["shape"] == b[n]["shape"] for n in a)
-        rc, rep, err = t.run_json("diff", "--json", "--values", os.path.join(td, f26), os.path.join(td, f214))
-        t.check(rep is not None and rc == (0 if same else 1) and rep["equal"] == same and rep["paired"] == len(a)
-                and rep["a"]["format"] == rep["b"]["format"], f"diff --values {f26} {f214}: rc {rc} {err.strip()}")
+    for old, new in (("t26/", "t214/"), ("t214/", "t215/")):
+        for fa in sorted(f for f in by_file if f.startswith(("pt2/" + old, old))):
+            fb = fa.replace(old, new, 1)
+            if fb not in by_file:
+                continue
+            a, b = by_file[fa], by_file[fb]
+            same = set(a) == set(b) and all(a[n]["crc32"] == b[n]["crc32"] and a[n]["shape"] == b[n]["shape"] for n in a)
+            rc, rep, err = t.run_json("diff", "--json", "--values", os.path.join(td, fa), os.path.join(td, fb))
+            t.check(rep is not None and rc == (0 if same else 1) and rep["equal"] == same and rep["paired"] == len(a)
+                    and rep["a"]["format"] == rep["b"]["format"], f"diff --values {fa} {fb}: rc {rc} {err.strip()}")
     # 9b. ckpt checks every byte itself while ckpt-torch starts LibTorch, and hands the results over;
     #     ckpt-torch run directly checks by itself. Both give the same rows.
     torch_bin = os.path.join(os.path.dirname(os.path.abspath(t.ckpt)), "ckpt-torch")
