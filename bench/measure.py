@@ -14,6 +14,11 @@
   measure.py table TSV
       Prints the table and the DESIGN.md section 7 goals for ckpt summary.
 
+  measure.py pairs TSV [FILE_LABEL ROW_A ROW_B]...
+      Prints TSV's rows (best and median wall seconds, peak RSS), then for each triple ROW_A / ROW_B on
+      FILE_LABEL: the ratio of the medians and of the bests, both from this one run (bench/run.sh's
+      peers: ckpt against torch 2.15 and safetensors).
+
 Wall time is perf_counter around spawn-to-reap, so it includes process start-up: that is what a
 user waits for, and what each row pays (Python's interpreter start-up, torch's import).
 """
@@ -162,9 +167,38 @@ def cmd_table(argv):
     return 0
 
 
+def cmd_pairs(argv):
+    rows = [line.rstrip("\n").split("\t") for line in open(argv[0]) if line.strip()]
+    trip = [argv[i:i + 3] for i in range(1, len(argv) - 2, 3)]
+    wf = max([len("file")] + [len(r[0]) for r in rows])
+    wc = max([len("command (whole process)")] + [len(r[1]) for r in rows])
+    head = "%-*s  %-*s %8s %9s %9s" % (wf, "file", wc, "command (whole process)", "best s", "median s", "peak MiB")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if r[2] != "ok":
+            print("%-*s  %-*s %s" % (wf, r[0], wc, r[1], r[6]))
+        else:
+            print("%-*s  %-*s %8.3f %9.3f %9.1f" % (wf, r[0], wc, r[1], float(r[3]), float(r[4]), int(r[5]) / 1024.0))
+    print()
+    names = ["%s / %s" % (a, b) for _, a, b in trip]
+    wn = max([len("ratio (this run)")] + [len(n) for n in names])
+    print("%-*s  %-*s %8s %8s" % (wf, "file", wn, "ratio (this run)", "medians", "bests"))
+    for (fl, a, b), name in zip(trip, names):
+        ra = next((r for r in rows if r[0] == fl and r[1] == a and r[2] == "ok"), None)
+        rb = next((r for r in rows if r[0] == fl and r[1] == b and r[2] == "ok"), None)
+        if ra and rb:
+            print("%-*s  %-*s %8.3f %8.3f" % (wf, fl, wn, name, float(ra[4]) / float(rb[4]), float(ra[3]) / float(rb[3])))
+        else:
+            print("%-*s  %-*s %s" % (wf, fl, wn, name, "not measured (a row failed or is missing)"))
+    return 0
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "run" and len(sys.argv) >= 9:
         return cmd_run(sys.argv[2:])
+    if len(sys.argv) >= 3 and sys.argv[1] == "pairs":
+        return cmd_pairs(sys.argv[2:])
     if len(sys.argv) == 3 and sys.argv[1] == "table":
         return cmd_table(sys.argv[2:])
     sys.exit(__doc__)
