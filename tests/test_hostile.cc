@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "core/reader.h"
@@ -16,6 +17,16 @@
 using namespace ckpt;
 
 namespace {
+
+// Under the sanitizers (CKPT_ASAN: scripts/test.sh --sanitize, where every read costs about three times as much)
+// the truncation and flip tests take every 4th length or byte, starting at a different place in each file, so
+// that the pass stays within CI's time; the ordinary build takes every one.
+#ifdef CKPT_ASAN
+constexpr size_t kStride = 4;
+#else
+constexpr size_t kStride = 1;
+#endif
+size_t first_of(const std::string& id) { return std::hash<std::string>{}(id) % kStride; }
 
 // Returns "" on success, else the rendered error. Any other exception escapes and fails the test.
 std::string try_read(const std::string& bytes, const std::string& name) {
@@ -42,8 +53,9 @@ TEST_CASE("hostile: every fixture truncated at every length gives a clean error"
     CAPTURE(f.id);
     const std::string bytes = test::read_file(f.file);
     REQUIRE(try_read(bytes, f.id) == "");
-    size_t errors = 0;
-    for (size_t len = 0; len < bytes.size(); ++len) {
+    size_t errors = 0, tried = 0;
+    for (size_t len = first_of(f.id); len < bytes.size(); len += kStride) {
+      ++tried;
       const std::string msg = try_read(bytes.substr(0, len), f.id);
       if (msg.empty()) continue;
       ++errors;
@@ -51,7 +63,7 @@ TEST_CASE("hostile: every fixture truncated at every length gives a clean error"
       CHECK(msg.find('\n') == std::string::npos);  // one line
     }
     // Legacy streams can end early and still hold a whole prefix of pickles; zips never can.
-    CHECK(errors >= bytes.size() - 8);
+    CHECK(tried - errors <= 8);
   }
 }
 
@@ -64,7 +76,7 @@ static void flip_every_byte(const std::string& set) {
     CAPTURE(f.id);
     ++files;
     std::string bytes = test::read_file(f.file);
-    for (size_t pos = 0; pos < bytes.size(); ++pos) {
+    for (size_t pos = first_of(f.id); pos < bytes.size(); pos += kStride) {
       bytes[pos] = static_cast<char>(bytes[pos] ^ 0xA5);
       const std::string msg = try_read(bytes, f.id);
       if (!msg.empty()) CHECK(msg.find('\n') == std::string::npos);

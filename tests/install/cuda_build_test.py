@@ -6,7 +6,7 @@ CUDA LibTorch and its CMake package. This test configures ckpt in its own build 
 the README's install section says for any LibTorch 2.x (CMAKE_PREFIX_PATH=torch.utils.cmake_prefix_path),
 and checks:
 
-  1. CMake reports "LibTorch has CUDA: the streaming CUDA load is built" (CKPT_CUDA=1: src/torch's CUDA
+  1. CMake finds the wheel's libtorch (not a system one) and reports "LibTorch has CUDA: the streaming CUDA load is built" (CKPT_CUDA=1: src/torch's CUDA
      sink is compiled), and `ckpt` and `ckpt-torch` build (nvcc and the CUDA headers come from the machine's
      CUDA toolkit and torch's wheels: a change that breaks the GPU build fails here);
   2. ckpt-torch links that LibTorch's CUDA library (libtorch_cuda.so is mapped: `ldd`);
@@ -19,11 +19,12 @@ and checks:
 Exit 77 (ctest: skipped) where the truth environment is absent or incomplete (a fresh CI clone does not
 pay for a 6 GB download), or its torch has no CUDA. Each phase's wall time is printed.
 
-    cuda_build_test.py --root SRC --work DIR [--python PY]
+    cuda_build_test.py --root SRC --work DIR [--python PY]   (ctest: --work build-cuda/ at the checkout's root)
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -53,12 +54,13 @@ def main():
             print("skipped: no truth environment (scripts/truth-env.sh makes build-venv/truth)")
             return SKIP
         py = p.stdout.strip()
-    p = subprocess.run([py, "-c", "import torch, torch.utils; print(torch.__version__); print(torch.version.cuda or ''); "
-                        "print(torch.utils.cmake_prefix_path)"], capture_output=True, text=True)
+    p = subprocess.run([py, "-c", "import os, torch, torch.utils; print(torch.__version__); print(torch.version.cuda or ''); "
+                        "print(torch.utils.cmake_prefix_path); print(os.path.dirname(torch.__file__))"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         print(f"skipped: {py} cannot import torch: {p.stderr.strip().splitlines()[-1:]}")
         return SKIP
-    version, cuda, prefix = p.stdout.strip().splitlines()
+    version, cuda, prefix, torch_dir = p.stdout.strip().splitlines()
     if not cuda:
         print(f"skipped: torch {version} in {py} has no CUDA")
         return SKIP
@@ -73,14 +75,30 @@ def main():
         return ok
 
     build = os.path.abspath(a.work)
-    p = run(["cmake", "-S", root, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DCKPT_BUILD_TESTS=OFF",
-             f"-DCMAKE_PREFIX_PATH={prefix}"])
+    # CMAKE_PREFIX_PATH names the wheel's torch/ too, so that its lib/ is searched before the system's: a
+    # machine with Debian's libtorch-dev would otherwise pair 2.15's headers with 1.13's libtorch.so (the
+    # top-level CMakeLists.txt refuses that mix). TORCH_CUDA_ARCH_LIST: torch's CMake would otherwise
+    # try_run a CUDA program to find the GPUs, which CMake 3.25 cannot configure for nvcc 13 (and there is
+    # no GPU); ckpt compiles no kernels, so the list only names the H200's sm_90 for torch's flags.
+    # Default build type and ccache (as scripts/test.sh sets it up; build-cuda/ sits at build/'s depth, so
+    # ckpt_core's objects come from the cache and only the LibTorch sources compile).
+    cmd = ["cmake", "-S", root, "-B", build, "-DCKPT_BUILD_TESTS=OFF", f"-DCMAKE_PREFIX_PATH={prefix};{torch_dir}",
+           "-DTORCH_CUDA_ARCH_LIST=9.0"]
+    env = dict(os.environ)
+    if shutil.which("ccache"):
+        cmd.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
+        env.setdefault("CCACHE_BASEDIR", root)
+        env.setdefault("CCACHE_NOHASHDIR", "1")
+    p = run(cmd, env=env)
     out = p.stdout + p.stderr
     if not expect("cmake configures against the CUDA LibTorch", p.returncode == 0, out[-4000:]):
         return 1
+    m = re.search(r"Found Torch: (\S+)", out)
+    expect(f"cmake: the wheel's libtorch ({m.group(1) if m else 'not found'})",
+           bool(m) and os.path.realpath(m.group(1)).startswith(os.path.realpath(torch_dir) + os.sep), out[-4000:])
     expect("cmake: LibTorch has CUDA: the streaming CUDA load is built",
            "LibTorch has CUDA: the streaming CUDA load is built" in out, out[-4000:])
-    p = run(["cmake", "--build", build, f"-j{a.jobs}", "--target", "ckpt", "ckpt-torch"])
+    p = run(["cmake", "--build", build, f"-j{a.jobs}", "--target", "ckpt", "ckpt-torch"], env=env)
     if not expect("ckpt and ckpt-torch build with CKPT_CUDA=1", p.returncode == 0, (p.stdout + p.stderr)[-6000:]):
         return 1
     ckpt, torch_bin = os.path.join(build, "ckpt"), os.path.join(build, "ckpt-torch")
