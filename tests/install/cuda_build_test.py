@@ -22,6 +22,7 @@ pay for a 6 GB download), or its torch has no CUDA. Each phase's wall time is pr
     cuda_build_test.py --root SRC --work DIR [--python PY]   (ctest: --work build-cuda/ at the checkout's root)
 """
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -82,8 +83,15 @@ def main():
     # no GPU); ckpt compiles no kernels, so the list only names the H200's sm_90 for torch's flags.
     # Default build type and ccache (as scripts/test.sh sets it up; build-cuda/ sits at build/'s depth, so
     # ckpt_core's objects come from the cache and only the LibTorch sources compile).
+    # The wheel's CUDA libraries (site-packages/nvidia/*/lib: NCCL, cuDNN, cuBLAS, ... of CUDA 13.2) come before
+    # the machine's toolkit (/usr/local/cuda/lib, CUDA 13.0, whose older libnccl.so.2 lacks symbols
+    # libtorch_cuda.so needs), which torch's CMake puts in the rpath for libcudart: at link time
+    # (-rpath-link, searched first) and at run time (an -rpath given first comes first in the binary's).
+    nvidia = sorted(glob.glob(os.path.join(os.path.dirname(torch_dir), "nvidia", "*", "lib")))
     cmd = ["cmake", "-S", root, "-B", build, "-DCKPT_BUILD_TESTS=OFF", f"-DCMAKE_PREFIX_PATH={prefix};{torch_dir}",
            "-DTORCH_CUDA_ARCH_LIST=9.0"]
+    if nvidia:
+        cmd.append(f"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,{':'.join(nvidia)} -Wl,-rpath,{':'.join(nvidia)}")
     env = dict(os.environ)
     if shutil.which("ccache"):
         cmd.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
