@@ -27,13 +27,15 @@ c10::Device parse_device(const std::string& spec) {
   // index asserts in debug builds of ckpt; the string one, compiled into LibTorch, never did).
   if (ds.index >= 0) d.set_index(static_cast<c10::DeviceIndex>(ds.index));
   if (d.is_cuda()) {
-    if (!at::hasCUDA())
-      throw EnvironmentError(
-          fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "
-                      "built without CUDA (rebuild against a CUDA LibTorch, see README)",
-                      spec, libtorch_version()));
-    c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
-    const auto n = impl.deviceCount();
+#ifndef CKPT_CUDA
+    throw EnvironmentError(
+        fmt::format("--device {}: CUDA is not available: this ckpt-torch is linked against LibTorch {} "
+                    "built without CUDA (rebuild against a CUDA LibTorch, see README)",
+                    spec, libtorch_version()));
+#else
+    // A CUDA LibTorch (CKPT_CUDA: CMake found its CUDA libraries) answers hasCUDA() false where no driver or
+    // device is there: that is no device, not a LibTorch without CUDA.
+    const auto n = at::hasCUDA() ? c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).deviceCount() : 0;
     if (n == 0)
       throw EnvironmentError(
           fmt::format("--device {}: CUDA is not available: LibTorch {} has CUDA but no CUDA device is "
@@ -42,6 +44,7 @@ c10::Device parse_device(const std::string& spec) {
     if (d.has_index() && d.index() >= n)
       throw EnvironmentError(fmt::format("--device {}: CUDA has {} device(s) here", spec, static_cast<int>(n)));
     if (!d.has_index()) d = c10::Device(c10::kCUDA, 0);
+#endif
   }
   return d;
 }

@@ -101,7 +101,8 @@ def main():
     out = p.stdout + p.stderr
     if not expect("cmake configures against the CUDA LibTorch", p.returncode == 0, out[-4000:]):
         return 1
-    m = re.search(r"Found Torch: (\S+)", out)
+    # the library CMake found, from its cache (the "Found Torch" line is printed on the first configure only)
+    m = re.search(r"^TORCH_LIBRARY:FILEPATH=(.+)$", open(os.path.join(build, "CMakeCache.txt")).read(), re.M)
     expect(f"cmake: the wheel's libtorch ({m.group(1) if m else 'not found'})",
            bool(m) and os.path.realpath(m.group(1)).startswith(os.path.realpath(torch_dir) + os.sep), out[-4000:])
     expect("cmake: LibTorch has CUDA: the streaming CUDA load is built",
