@@ -23,15 +23,6 @@ fi
 # area (build-venv/s3/; never Debian's externally managed system Python). A stamp holding the requirements'
 # hash makes a changed pin reinstall it.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-req="$root/tests/remote/requirements-s3.txt"
-venv="$root/build-venv/s3"
 if ((! $#)); then
-  want="$(sha256sum "$req" | cut -d' ' -f1)"
-  if [ "$(cat "$venv/.ckpt-stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$venv/bin/moto_server" ]; then
-    echo "ckpt: installing the test S3 server (moto, pinned in tests/remote/requirements-s3.txt) in build-venv/s3" >&2
-    rm -rf "$venv"
-    /usr/bin/python3 -m venv "$venv"
-    PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -q --no-input --require-hashes -r "$req" >/dev/null
-    echo "$want" > "$venv/.ckpt-stamp"
-  fi
+  "$root/scripts/venv.sh" "$root/build-venv/s3" "$root/tests/remote/requirements-s3.txt" --require-hashes >/dev/null
 fi

@@ -10,20 +10,10 @@
 #   scripts/truth-env.sh --print    print its python if it is complete (exit 1 if not), install nothing
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-req="$root/scripts/truth-requirements.txt"
 venv="${CKPT_TRUTH_ENV:-$root/build-venv/truth}"
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ "$(cat "$venv/.ckpt-stamp" 2>/dev/null)" = "$want" ] && [ -x "$venv/bin/python" ]; then
-  echo "$venv/bin/python"
-  exit 0
-fi
+req="$root/scripts/truth-requirements.txt"
 if [ "${1:-}" = "--print" ]; then
-  exit 1
+  exec "$root/scripts/venv.sh" --print "$venv" "$req"
 fi
 "$root/scripts/deps.sh" python3 python3-venv
-echo "ckpt: making the truth environment $venv (scripts/truth-requirements.txt)" >&2
-[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
-rm -f "$venv/.ckpt-stamp"
-PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -q --no-input -r "$req" >&2
-echo "$want" > "$venv/.ckpt-stamp"
-echo "$venv/bin/python"
+exec "$root/scripts/venv.sh" "$venv" "$req"
