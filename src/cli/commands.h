@@ -82,9 +82,9 @@ struct LoadOptions : LimitOptions, TextOrJsonOptions {
   bool checksum = false;  // CRC-32 per tensor in the report
   bool tensors = false;  // text: list every tensor, not only the ones worth a look
   std::string fail_on;  // "nonfinite": exit 1 when a loaded tensor holds NaN / Inf
-  // cuda: the streaming load's staging (auto | pinned | register), ring and chunk sizes
-  std::string staging = "auto";
-  uint64_t ring_bytes = 256ull << 20, chunk_bytes = 16ull << 20;
+  // The streaming load (cuda; cpu with --stream): the ring and chunk sizes, 0 = the defaults (core/stream.h)
+  bool stream = false;
+  uint64_t ring_bytes = 0, chunk_bytes = 0;
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);

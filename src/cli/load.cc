@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "cli/precheck.h"
+#include "core/device.h"
 #include "core/keys.h"
 #include "core/load.h"
 #include "core/reader.h"
@@ -66,15 +67,15 @@ uint64_t peak_rss_bytes() {
 }
 
 // One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
-int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup) {
+int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup,
+             StagingRing* ring) {
   const auto t0 = Clock::now();
   const c10::Device device = torchb::parse_device(o.device);
   torchb::MaterializeOptions mo;
   mo.device = device;
   mo.checksum = o.checksum;
-  mo.staging = torchb::parse_staging(o.staging);
-  mo.ring_bytes = o.ring_bytes;
-  mo.chunk_bytes = o.chunk_bytes;
+  mo.stream = o.stream;
+  mo.ring = ring;
   if (!o.dtype.empty()) {
     const DType* d = dtype_by_name(o.dtype);
     const auto st = d ? torchb::scalar_type(*d) : std::nullopt;
@@ -83,6 +84,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
     mo.dtype = st;
   }
   const Limits lim = o.resolve();
+  mo.stall_seconds = static_cast<double>(lim.stall_seconds);
 
   LoadReport rep;
   rep.file = file;
@@ -210,6 +212,13 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
 
 int run_load(const LoadOptions& o) {
   const double startup = process_age();
+  // The streaming load's ring, allocated once for every input, on a thread of its own from here on: its
+  // first CUDA call makes the context while LibTorch starts CUDA here and the checkpoint is read.
+  std::unique_ptr<StagingRing> ring;
+  const DeviceSpec spec = parse_device_spec(o.device);
+  if (spec.kind == DeviceSpec::Kind::Cuda || o.stream)
+    ring = std::make_unique<StagingRing>(ring_shape(RingOptions{o.chunk_bytes, o.ring_bytes, 0}),
+                                         torchb::make_ring_memory(spec.kind == DeviceSpec::Kind::Cuda, std::max(0, spec.index)));
   const Expanded in = expand_inputs(o.inputs);
   const JsonShape shape = json_shape(output_format(o.format, o.json, o.jsonl), in.several);
   RunPlan plan;
@@ -221,7 +230,7 @@ int run_load(const LoadOptions& o) {
     };
   return run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE*) {
     // ckpt-torch's start-up counts once, in the first file's time.
-    return load_one(o, index, item.name, in.several, out, index == 0 ? startup : 0.0);
+    return load_one(o, index, item.name, in.several, out, index == 0 ? startup : 0.0, ring.get());
   });
 }
 

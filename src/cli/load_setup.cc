@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/device.h"
+#include "core/stream.h"
 
 namespace ckpt::cli {
 
@@ -35,15 +36,15 @@ void setup_load(CLI::App& app, LoadOptions& o) {
                 "With --json: CRC-32 of every tensor's values (zlib.crc32 of t.contiguous() bytes) in the report");
   sub->add_flag("--tensors", o.tensors,
                 "Text output: list every tensor, not only skipped ones and ones holding NaN/Inf (JSON lists all)");
-  one_of(sub->add_option("--staging", o.staging,
-                         "cuda: auto (register page-cache chunks in place where the GPU can, else stage them), pinned "
-                         "(always stage through the pinned ring) or register")
-             ->default_val("auto")
-             ->type_name("MODE"),
-         {"auto", "pinned", "register"});
-  byte_size(sub->add_option("--ring", o.ring_bytes, "cuda: pinned staging memory in all, 256M by default (k, M, G: x1024)")
+  sub->add_flag("--stream", o.stream,
+                "cpu: load through the streaming ring into fresh allocations, as cuda always does (the CUDA "
+                "load's CPU twin; NaN/Inf counted by LibTorch)");
+  byte_size(sub->add_option("--ring", o.ring_bytes,
+                            "cuda, cpu --stream: the staging ring in all, two chunks per reader thread by default "
+                            "(k, M, G: x1024)")
                 ->type_name("SIZE"));
-  byte_size(sub->add_option("--chunk", o.chunk_bytes, "cuda: one staging buffer (one read, one copy), 16M by default, at least 64k")
+  byte_size(sub->add_option("--chunk", o.chunk_bytes,
+                            "cuda, cpu --stream: one staging buffer (one read, one copy), 8M by default, at least 64k")
                 ->type_name("SIZE"));
   one_of(sub->add_option("--fail-on", o.fail_on,
                          "nonfinite: exit 1 when a loaded tensor holds NaN or Inf (the table lists each with its "
@@ -63,14 +64,18 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
     throw UsageError("--strip-prefix / --add-prefix need --model");
   if (o.checksum && !o.wants_json()) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
   if (o.tensors && o.wants_json()) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
-  // Accepted and ignored on meta and cpu would read as if they had worked.
-  if (parse_device_spec(o.device).kind != DeviceSpec::Kind::Cuda)
-    for (const char* opt : {"--staging", "--ring", "--chunk"})
-      if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda (the streaming load)", opt));
-  if (o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
+  // Accepted and ignored elsewhere would read as if they had worked.
+  const DeviceSpec::Kind kind = parse_device_spec(o.device).kind;
+  if (o.stream && kind != DeviceSpec::Kind::Cpu)
+    throw UsageError("--stream is for --device cpu (cuda always streams; meta reads no byte)");
+  if (kind != DeviceSpec::Kind::Cuda && !o.stream)
+    for (const char* opt : {"--ring", "--chunk"})
+      if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda or --stream (the streaming load)", opt));
+  if (sub.count("--chunk") && o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
   if (o.fail_on == "nonfinite" && parse_device_spec(o.device).kind == DeviceSpec::Kind::Meta)
     throw UsageError("--fail-on nonfinite needs --device cpu or cuda (meta reads no value)");
-  if (o.ring_bytes < o.chunk_bytes) throw UsageError("--ring: at least one --chunk");
+  if (sub.count("--ring") && o.ring_bytes < ring_shape(RingOptions{o.chunk_bytes, 0, 0}).chunk)
+    throw UsageError("--ring: at least one --chunk (8M by default)");
 }
 
 }  // namespace ckpt::cli

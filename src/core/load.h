@@ -62,11 +62,19 @@ struct LoadReport {
   double check_seconds = 0.0;  // reading and checking every byte in the ckpt process, overlapped
                                // with LibTorch's start-up (0 when done inside load_seconds)
   double load_seconds = 0.0;  // materializing tensors
+  // The streaming load's phases (cuda, cpu --stream; 0 elsewhere). The ring's are spent on its own thread,
+  // overlapped with start-up and reading, and reported by the run's first load only.
+  double context_seconds = 0.0;  // the CUDA context and LibTorch's CUDA state (ring's thread)
+  double ring_seconds = 0.0;  // allocating the staging ring (ring's thread)
+  double ring_wait_seconds = 0.0;  // how long the load waited for the ring
+  double plan_seconds = 0.0;  // planning the chunks (inside load_seconds)
+  double count_seconds = 0.0;  // NaN / Inf by LibTorch's reductions where the tensors are (inside load_seconds)
   double seconds = 0.0;  // the whole process, startup included
   uint64_t peak_rss = 0;  // bytes: this process's own high-water mark (VmHWM)
   // cuda: the streaming load (core/stream.h): ring, threads, bytes by read path, --checksum readback
   std::optional<StreamStats> stream;
-  std::string staging;  // "pinned" or "in-place" (chunks in the page cache offered for registration)
+  std::string staging;  // the ring's memory: "pinned" (cuda) or "host" (cpu --stream)
+  bool ring_reused = false;  // the ring was made for an earlier input of this run
   bool device_crc = false;  // CRC-32s computed from the device's copy, read back
   std::vector<LoadedTensor> rows;
   std::vector<std::string> notes;  // one line each, shown under the table

@@ -401,6 +401,11 @@ std::string load_json_text(const LoadReport& r) {
                 {"read_seconds", r.read_seconds},
                 {"check_seconds", r.check_seconds},
                 {"load_seconds", r.load_seconds},
+                {"context_seconds", r.context_seconds},
+                {"ring_seconds", r.ring_seconds},
+                {"ring_wait_seconds", r.ring_wait_seconds},
+                {"plan_seconds", r.plan_seconds},
+                {"count_seconds", r.count_seconds},
                 {"seconds", r.seconds},
                 {"gb_per_s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)}};
   j["memory"] = J{{"peak_rss_bytes", r.peak_rss}, {"device_bytes", r.device_bytes}};
@@ -419,7 +424,8 @@ std::string load_json_text(const LoadReport& r) {
                     {"seconds", st.seconds},
                     {"checksums", r.device_crc ? J("device") : J(nullptr)},
                     {"readback_bytes", st.readback_bytes},
-                    {"readback_seconds", st.readback_seconds}};
+                    {"readback_seconds", st.readback_seconds},
+                    {"ring_reused", r.ring_reused}};
   } else {
     j["stream"] = nullptr;
   }
@@ -546,7 +552,15 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   foot(secs(r.startup_seconds), "Start-up to the command (exec, LibTorch)");
   if (r.check_seconds > 0) foot(secs(r.check_seconds), "Reading and checking every byte (in ckpt, while LibTorch started)");
   foot(secs(r.read_seconds), "Reading the structure");
-  foot(secs(r.load_seconds), "Loading");
+  if (r.stream && !r.ring_reused) {
+    foot(secs(r.context_seconds), r.device.rfind("cuda", 0) == 0 ? "CUDA context (ring's thread, overlapped)"
+                                                                 : "Device start (ring's thread, overlapped)");
+    foot(secs(r.ring_seconds), fmt::format("Allocating the staging ring (ring's thread, overlapped; waited {:.3f} s)",
+                                           r.ring_wait_seconds));
+  }
+  foot(secs(r.load_seconds), r.stream ? fmt::format("Loading (planning {:.3f} s, NaN/Inf on {} {:.3f} s)", r.plan_seconds,
+                                                     visible(r.device), r.count_seconds)
+                                      : std::string("Loading"));
   if (!meta)
     foot(fmt::format("{:.2f} GB/s", gbps(r.bytes_read, r.check_seconds + r.load_seconds)),
          "Bandwidth (bytes read / (checking + loading))");
@@ -557,9 +571,9 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
       if (st.bytes[i])
         paths += fmt::format("{}{} {}", paths.empty() ? "" : ", ", human_bytes(st.bytes[i]), to_string(static_cast<ReadPath>(i)));
     foot(std::to_string(st.chunks),
-         fmt::format("Chunks streamed: {} thread(s), ring {} ({} x {}, {}); read: {}", st.threads,
+         fmt::format("Chunks streamed: {} thread(s), ring {} ({} x {}, {}{}); read: {}", st.threads,
                      human_bytes(st.slots * st.chunk_bytes), st.slots, human_bytes(st.chunk_bytes), r.staging,
-                     paths.empty() ? "nothing" : paths));
+                     r.ring_reused ? ", reused" : "", paths.empty() ? "nothing" : paths));
     if (r.device_crc)
       foot(secs(st.readback_seconds),
            fmt::format("CRC-32s of {} read back from {}", human_bytes(st.readback_bytes), visible(r.device)));

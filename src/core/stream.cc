@@ -19,6 +19,7 @@
 
 #include "core/mapped_file.h"
 #include "core/threads.h"
+#include "core/watchdog.h"
 
 namespace ckpt {
 
@@ -27,7 +28,7 @@ const char* to_string(ReadPath p) {
     case ReadPath::Cached: return "page-cache";
     case ReadPath::Direct: return "direct";
     case ReadPath::Buffered: return "buffered";
-    case ReadPath::InPlace: return "in-place";
+    case ReadPath::InPlace: return "in-place";  // reserved, always 0 (schema ckpt.load/1 lists it)
     case ReadPath::Memory: return "memory";
     case ReadPath::Remote: return "network";
   }
@@ -36,10 +37,11 @@ const char* to_string(ReadPath p) {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;  // O_DIRECT alignment of buffer, offset and length; registration unit
+constexpr uint64_t kPage = 4096;  // O_DIRECT alignment of buffer, offset and length
 constexpr uint64_t kGap = 64 << 10;  // storages closer than this in a file share a chunk, gap included
 constexpr uint64_t kMinChunk = 64 << 10;
-constexpr uint64_t kSub = 1 << 20;  // page-cache reads: read and counted this much at a time
+constexpr uint64_t kDefaultChunk = 8 << 20;
+constexpr unsigned kMaxReaders = 8;
 
 uint64_t align_down(uint64_t x, uint64_t a) { return x / a * a; }
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -83,8 +85,6 @@ struct OpenFile {
 
 struct StreamLoad::Plan {
   std::vector<Source> sources;  // per storage
-  std::vector<std::vector<size_t>> tensors_of;  // per storage: indexes into tensors_
-  std::vector<uint64_t> lo, hi;  // per tensor: first byte and one past the last in its storage
   std::vector<ChunkPlan> chunks;
   std::vector<Piece> pieces;
 };
@@ -98,8 +98,8 @@ bool eligible(const Tensor* t) {
 
 // Where a piece of a storage that starts at file offset `f` may end, as late as possible but not past
 // `limit`: element-aligned (a multiple of 16 from the storage's start) and, where the storage starts on
-// a 16-byte boundary, on a page of the file (no page shared by two chunks: O_DIRECT reads and in-place
-// registration need whole pages).
+// a 16-byte boundary, on a page of the file (no page shared by two chunks: O_DIRECT reads need whole
+// pages).
 uint64_t cut_before(uint64_t f, uint64_t limit) {
   if (f % 16 == 0) return align_down(limit, kPage);
   return limit < f ? f : f + align_down(limit - f, kPage);
@@ -112,26 +112,21 @@ uint64_t cut_before(uint64_t f, uint64_t limit) {
 }  // namespace
 
 StreamLoad::StreamLoad(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors)
-    : tensors_(tensors), tensor_storage_(tensors.size(), SIZE_MAX), plan_(std::make_unique<Plan>()) {
+    : path_(ck.path), tensors_(tensors), tensor_storage_(tensors.size(), SIZE_MAX), plan_(std::make_unique<Plan>()) {
   Plan& p = *plan_;
   std::map<const Storage*, size_t> ids;
   std::set<const MappedFile*> advised;
-  p.lo.assign(tensors.size(), 0);
-  p.hi.assign(tensors.size(), 0);
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor* t = tensors[k];
     if (!eligible(t)) continue;
     const Storage* s = index.find(t->storage);
     if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t->name, t->storage));
-    const uint64_t extent = checked_extent(ck, *t, *s);
-    p.lo[k] = static_cast<uint64_t>(t->offset) * t->dtype->itemsize;
-    p.hi[k] = p.lo[k] + extent;
+    checked_extent(ck, *t, *s);
     auto [it, fresh] = ids.emplace(s, storages_.size());
     if (fresh) {
       const MappedFile* file = s->source ? s->source : ck.file.get();
       if (file && advised.insert(file).second) file->advise_random();  // before index.bytes reads a zip header
       storages_.push_back(s);
-      p.tensors_of.emplace_back();
       const ByteView b = index.bytes(*s);
       Source src;
       src.member = std::string(s->member);
@@ -146,7 +141,6 @@ StreamLoad::StreamLoad(const Checkpoint& ck, const StorageIndex& index, const st
       total_ += s->nbytes;
     }
     tensor_storage_[k] = it->second;
-    p.tensors_of[it->second].push_back(k);
   }
 }
 
@@ -223,20 +217,6 @@ void make_chunks(StreamLoad::Plan& p, const std::vector<const Storage*>& storage
     for (size_t q = c.first; q < c.first + c.count; ++q) c.payload += p.pieces[q].len;
 }
 
-// Sizes the ring: chunk and slot counts and reader threads.
-struct Ring {
-  uint64_t chunk;
-  unsigned slots, threads;
-};
-Ring size_ring(const StreamOptions& o) {
-  Ring r;
-  r.chunk = std::max(kMinChunk, align_down(o.chunk_bytes, kPage));
-  r.slots = static_cast<unsigned>(std::clamp<uint64_t>(o.ring_bytes / r.chunk, 1, 4096));
-  unsigned t = o.threads ? o.threads : std::min(16u, std::max(1u, std::thread::hardware_concurrency()));
-  r.threads = std::max(1u, std::min(t, r.slots));
-  return r;
-}
-
 // pread until `len` bytes or the end of the file; returns the bytes read, -1 with errno on failure.
 int64_t read_full(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
   uint64_t got = 0;
@@ -252,17 +232,93 @@ int64_t read_full(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
 
 }  // namespace
 
-std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o, StreamStats* stats) {
+
+uint64_t RingShape::slot_bytes() const { return chunk + 2 * kPage; }
+
+RingShape ring_shape(const RingOptions& o) {
+  RingShape r;
+  r.chunk = o.chunk_bytes ? std::max(kMinChunk, align_down(o.chunk_bytes, kPage)) : kDefaultChunk;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned readers = o.threads ? o.threads : std::min(kMaxReaders, cores);
+  r.slots = o.ring_bytes ? static_cast<unsigned>(std::clamp<uint64_t>(o.ring_bytes / r.chunk, 1, 4096)) : 2 * readers;
+  r.threads = std::max(1u, std::min(readers, r.slots));
+  return r;
+}
+
+// ---- StagingRing
+
+StagingRing::StagingRing(RingShape shape, std::unique_ptr<Memory> memory) : shape_(shape), memory_(std::move(memory)) {
+  buffers_.assign(shape_.slots, nullptr);
+  thread_ = std::thread([this] {
+    try {
+      using C = std::chrono::steady_clock;
+      const auto t0 = C::now();
+      memory_->init();
+      const auto t1 = C::now();
+      for (uint8_t*& b : buffers_) b = memory_->alloc(shape_.slot_bytes());
+      init_seconds_ = std::chrono::duration<double>(t1 - t0).count();
+      alloc_seconds_ = std::chrono::duration<double>(C::now() - t1).count();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    ready_ = true;  // after every write above: buffers() reads them once it sees this
+  });
+}
+
+StagingRing::~StagingRing() {
+  if (!ready_) {  // a load gave up waiting (a stall): ask the allocation to stop, wait a little
+    memory_->interrupt();
+    for (int i = 0; i < 5000 && !ready_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!ready_) {  // a call that does not return (a driver): nothing can be joined or freed
+      thread_.detach();
+      (void)memory_.release();
+      return;
+    }
+  }
+  if (thread_.joinable()) thread_.join();
+  for (uint8_t* b : buffers_)
+    if (b) memory_->free(b);
+}
+
+void StagingRing::interrupt() noexcept { memory_->interrupt(); }
+
+const std::vector<uint8_t*>& StagingRing::buffers(Watchdog& dog, const std::string& file) {
+  const auto t0 = std::chrono::steady_clock::now();
+  dog.wait([&] { return ready_.load(); },
+           stall_message(file, "", std::nullopt,
+                         fmt::format("allocating the staging ring ({} x {} bytes)", shape_.slots, shape_.slot_bytes()),
+                         dog.seconds()));
+  if (uses_++ == 0) waited_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (thread_.joinable()) thread_.join();
+  if (error_) std::rethrow_exception(error_);
+  return buffers_;
+}
+
+namespace {
+
+// What a slot's pending work is, for the StallError should it never complete.
+std::string copy_stall(const std::string& file, const std::string& member, uint64_t offset, const Watchdog& dog) {
+  return stall_message(file, member, offset, "the copy to the device", dog.seconds());
+}
+
+}  // namespace
+
+void StreamLoad::run(StreamSink& sink, StagingRing& ring_mem, Watchdog& dog, const StreamOptions& o, StreamStats* stats) {
   Plan& p = *plan_;
-  const Ring ring = size_ring(o);
+  const RingShape ring = ring_mem.shape();
+  const auto tp = std::chrono::steady_clock::now();
   make_chunks(p, storages_, ring.chunk);
   const auto t0 = std::chrono::steady_clock::now();
 
-  std::vector<std::atomic<uint64_t>> nan(tensors_.size()), inf(tensors_.size());
   std::array<std::atomic<uint64_t>, kReadPaths> by_path{};
   std::atomic<uint64_t> file_bytes{0}, done{0};
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
+  std::mutex progress_lock;
+  const Watchdog::Hook hook = dog.on_stall([&] {
+    sink.interrupt();
+    ring_mem.interrupt();
+  });
 
   try {
     // Every file opened once, before any thread starts.
@@ -278,51 +334,23 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
       files.emplace(c.file, std::move(of));
     }
     sink.prepare(ring.slots);
-    std::vector<uint8_t*> slot_mem(ring.slots, nullptr);  // each asked for by its owner, when first needed
-    for (size_t id = 0; id < storages_.size(); ++id) sink.allocate(id, storages_[id]->nbytes);
+    for (size_t id = 0; id < storages_.size(); ++id) {
+      const std::string why = stall_message(path_, p.sources[id].member, std::nullopt,
+                                            fmt::format("allocating {} bytes on the device", storages_[id]->nbytes), dog.seconds());
+      dog.guarded(why, [&] { sink.allocate(id, storages_[id]->nbytes); });
+    }
+    const std::vector<uint8_t*>& slot_mem = ring_mem.buffers(dog, path_);
 
-    // NaN / Inf of the tensors' elements inside piece `pc` (whose first byte is at `bytes`): every tensor,
-    // or only the contiguous ones / only the others.
-    enum class Which { All, Contiguous, Strided };
-    auto count = [&](const Piece& pc, const uint8_t* bytes, Which which) {
-      for (size_t k : p.tensors_of[pc.storage]) {
-        const uint64_t lo = std::max(p.lo[k], pc.offset), hi = std::min(p.hi[k], pc.offset + pc.len);
-        if (lo >= hi) continue;
-        const Tensor& t = *tensors_[k];
-        const bool contiguous = is_contiguous(t);
-        if ((which == Which::Contiguous && !contiguous) || (which == Which::Strided && contiguous)) continue;
-        ValueStats v;
-        auto add = [&](uint64_t a, uint64_t b) {  // storage byte range [a, b) of the tensor's elements
-          const uint64_t x = std::max(a, pc.offset), y = std::min(b, pc.offset + pc.len);
-          if (x >= y) return;
-          const ValueStats s = count_nonfinite(*t.dtype, bytes + (x - pc.offset), (y - x) / t.dtype->itemsize);
-          v.nan += s.nan;
-          v.inf += s.inf;
-        };
-        if (contiguous) add(p.lo[k], p.lo[k] + t.bytes);
-        else for_each_run(t, [&](uint64_t off, uint64_t len) { add(off, off + len); });
-        nan[k] += v.nan;
-        inf[k] += v.inf;
-      }
-    };
-
-    // Brings chunk c into slot memory `buf` (or pins it in place); returns its first byte. A file chunk
-    // sits in `buf` where its file offset falls within a page (so O_DIRECT reads land page-aligned): read
-    // from the page cache when every page is resident, else with O_DIRECT, else buffered.
-    // `counted`: the contiguous tensors' elements were counted while reading (the strided ones are left).
-    auto stage = [&](const ChunkPlan& c, unsigned slot, uint8_t* buf, bool& pinned, bool& counted) -> const uint8_t* {
-      pinned = counted = false;
-      auto staged = [&] {
-        if (!buf) buf = slot_mem[slot] = sink.staging(slot, ring.chunk + 2 * kPage);
-      };
+    // Brings chunk c into slot memory `buf`; returns its first byte. A file chunk sits in `buf` where its
+    // file offset falls within a page (so O_DIRECT reads land page-aligned): read from the page cache when
+    // every page is resident, else with O_DIRECT, else buffered.
+    auto stage = [&](const ChunkPlan& c, uint8_t* buf) -> const uint8_t* {
       if (!c.file) {
-        staged();
         std::memcpy(buf, c.data, c.len);
         by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
         return buf;
       }
       if (c.file->remote()) {  // HTTP range requests straight into the slot, one per chunk, each thread its own
-        staged();
         c.file->read_at(buf, c.len, c.offset);
         file_bytes += c.len;
         by_path[static_cast<size_t>(ReadPath::Remote)] += c.payload;
@@ -342,15 +370,6 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
                                      "while loading?)",
                                      got_to, now, c.offset + c.len));
       };
-      if (o.in_place && c.file->resident(c.data, c.len)) {
-        struct stat st {};  // the mapping faults (SIGBUS) past the end of a truncated file: check first
-        if (::fstat(of.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= c.offset + c.len && sink.pin(slot, c.data, c.len)) {
-          pinned = true;
-          by_path[static_cast<size_t>(ReadPath::InPlace)] += c.payload;
-          return c.data;
-        }
-      }
-      staged();
       const uint64_t a0 = align_down(c.offset, kPage), end = c.offset + c.len;
       uint8_t* data = buf + (c.offset - a0);
       // mincore faults nothing in and starts no readahead (a RWF_NOWAIT probe would start readahead that
@@ -369,33 +388,9 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
         if (errno != EINVAL) throw_errno(c.file->path(), member0, 0, "read");
         of.direct_ok = false;  // this filesystem takes O_DIRECT opens but not the reads: buffered from here on
       }
-      // From the page cache a chunk is read 1 MiB at a time, and each MiB counted while it is still in
-      // the core's cache: the count then costs almost nothing beside the copy.
-      thread_local std::vector<uint64_t> done;  // per piece: storage bytes counted so far
-      done.resize(c.count);
-      for (size_t i = 0; i < c.count; ++i) done[i] = p.pieces[c.first + i].offset;
-      size_t open_piece = 0;  // pieces before it are counted to their end
-      for (uint64_t pos = 0; pos < c.len; pos += kSub) {
-        const uint64_t n = std::min(kSub, c.len - pos);
-        const int64_t r = read_full(of.fd, data + pos, n, c.offset + pos);
-        if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
-        if (static_cast<uint64_t>(r) < n) fail_short(c.offset + pos + static_cast<uint64_t>(r));
-        const uint64_t upto = pos + n;
-        for (size_t i = open_piece; i < c.count; ++i) {
-          const Piece& pc = p.pieces[c.first + i];
-          if (pc.at >= upto) break;
-          const uint64_t end = pc.offset + pc.len;
-          uint64_t avail = pc.offset + std::min(pc.len, upto - pc.at);
-          if (avail < end) avail = align_down(avail, 16);  // whole elements only: 16 bytes hold any
-          if (avail > done[i]) {
-            const uint64_t at = pc.at + (done[i] - pc.offset);
-            count(Piece{pc.storage, done[i], avail - done[i], at}, data + at, Which::Contiguous);
-            done[i] = avail;
-          }
-          if (done[i] == end && i == open_piece) ++open_piece;
-        }
-      }
-      counted = true;
+      const int64_t r = read_full(of.fd, data, c.len, c.offset);
+      if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
+      if (static_cast<uint64_t>(r) < c.len) fail_short(c.offset + static_cast<uint64_t>(r));
       file_bytes += c.len;
       by_path[static_cast<size_t>(cold ? ReadPath::Buffered : ReadPath::Cached)] += c.payload;
       return data;
@@ -404,46 +399,43 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     run_threads(ring.threads, stop, [&](unsigned j) {
       std::vector<unsigned> own;
       for (unsigned s = j; s < ring.slots; s += ring.threads) own.push_back(s);
-      std::vector<bool> used(own.size(), false);
-      std::vector<const ChunkPlan*> pinned(own.size(), nullptr);
+      std::vector<const ChunkPlan*> pending(own.size(), nullptr);  // each slot's last chunk, until done
       size_t r = 0;
       auto settle = [&](size_t i) {  // the slot's last chunk is done with its source
-        if (!used[i]) return;
-        used[i] = false;
-        sink.wait(own[i]);
-        if (const ChunkPlan* c = pinned[i]) {
-          pinned[i] = nullptr;
-          sink.unpin(own[i]);
-          c->file->release(c->data, c->len);  // counted and copied: this process's pages of it go
-        }
+        const ChunkPlan* c = pending[i];
+        if (!c) return;
+        const Piece& pc = p.pieces[c->first];
+        dog.wait([&] { return sink.done(own[i]); },
+                 copy_stall(c->file ? c->file->path() : path_, p.sources[pc.storage].member, pc.offset, dog));
+        pending[i] = nullptr;
       };
       try {
         for (size_t ci = next++; ci < p.chunks.size() && !stop; ci = next++) {
           const size_t i = r++ % own.size();
           settle(i);
           const ChunkPlan& c = p.chunks[ci];
-          bool in_place = false, counted = false;
-          const uint8_t* data = stage(c, own[i], slot_mem[own[i]], in_place, counted);
-          pinned[i] = in_place ? &c : nullptr;
-          used[i] = true;  // from here on the slot is waited for, even if a write below throws
+          const uint8_t* data = stage(c, slot_mem[own[i]]);
+          pending[i] = &c;  // from here on the slot is waited for, even if a write below throws
           for (size_t q = c.first; q < c.first + c.count; ++q) {
             const Piece& pc = p.pieces[q];
-            count(pc, data + pc.at, counted ? Which::Strided : Which::All);
             sink.write(own[i], pc.storage, pc.offset, data + pc.at, pc.len);
           }
           sink.commit(own[i]);
-          done += c.payload;
-          if (j == 0 && o.progress) o.progress(done, p.chunks.empty() ? 0 : total_);
+          const uint64_t now = done += c.payload;
+          if (o.progress) {
+            std::unique_lock<std::mutex> l(progress_lock, std::try_to_lock);
+            if (l) o.progress(now, total_);
+          }
         }
         for (size_t i = 0; i < own.size(); ++i) settle(i);
       } catch (...) {
-        for (size_t i = 0; i < own.size(); ++i) try {
-            settle(i);
-          } catch (...) {}
+        if (!dog.fired())  // after a stall nothing more is waited for
+          for (size_t i = 0; i < own.size(); ++i) try {
+              settle(i);
+            } catch (...) {}
         throw;
       }
     });
-    sink.finish();
   } catch (...) {
     sink.abort();
     throw;
@@ -456,15 +448,14 @@ std::vector<ValueStats> StreamLoad::run(StreamSink& sink, const StreamOptions& o
     stats->slots = ring.slots;
     stats->chunk_bytes = ring.chunk;
     stats->threads = ring.threads;
+    stats->plan_seconds = std::chrono::duration<double>(t0 - tp).count();
     stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  std::vector<ValueStats> out(tensors_.size());
-  for (size_t k = 0; k < out.size(); ++k) out[k] = {nan[k].load(), inf[k].load()};
-  return out;
 }
 
-std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, const StreamOptions& o, StreamStats* stats) {
-  const Ring ring = size_ring(o);
+std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, StagingRing& ring_mem, Watchdog& dog,
+                                                              const StreamOptions& o, StreamStats* stats) {
+  const RingShape ring = ring_mem.shape();
   const auto t0 = std::chrono::steady_clock::now();
   // Chunks over the tensors' row-major bytes: small tensors share one, large ones span several.
   std::vector<Piece> pieces;  // storage field: the tensor's index
@@ -496,16 +487,17 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
+  std::mutex progress_lock;
+  const Watchdog::Hook hook = dog.on_stall([&] { sink.interrupt(); });
   try {
     sink.prepare(ring.slots);
-    std::vector<uint8_t*> slot_mem(ring.slots, nullptr);
+    const std::vector<uint8_t*>& slot_mem = ring_mem.buffers(dog, path_);
     run_threads(ring.threads, stop, [&](unsigned j) {
       std::vector<unsigned> own;
       for (unsigned s = j; s < ring.slots; s += ring.threads) own.push_back(s);
       size_t r = 0;
       for (size_t ci = next++; ci < chunks.size() && !stop; ci = next++) {
         const unsigned slot = own[r++ % own.size()];
-        if (!slot_mem[slot]) slot_mem[slot] = sink.staging(slot, ring.chunk + 2 * kPage);
         uint8_t* buf = slot_mem[slot];
         const auto [first, count] = chunks[ci];
         for (size_t q = first; q < first + count; ++q) {
@@ -513,14 +505,19 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
           sink.read(slot, tensor_storage_[pc.storage], *tensors_[pc.storage], pc.offset, buf + pc.at, pc.len);
         }
         sink.commit(slot);
-        sink.wait(slot);
+        const Tensor& t0 = *tensors_[pieces[first].storage];
+        dog.wait([&] { return sink.done(slot); },
+                 stall_message(path_, t0.name, pieces[first].offset, "the copy back from the device (--checksum)", dog.seconds()));
         for (size_t q = first; q < first + count; ++q) {
           const Piece& pc = pieces[q];
           piece_crc[q] = static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), buf + pc.at, pc.len));
-          done += pc.len;
           if (--left[pc.storage] == 0) sink.read_done(*tensors_[pc.storage]);
         }
-        if (j == 0 && o.progress) o.progress(done, total);
+        const uint64_t now = done += pieces[first + count - 1].at + pieces[first + count - 1].len;
+        if (o.progress) {
+          std::unique_lock<std::mutex> l(progress_lock, std::try_to_lock);
+          if (l) o.progress(now, total);
+        }
       }
     });
   } catch (...) {
@@ -545,26 +542,6 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
 
 // ---- CpuSink
 
-void CpuSink::Free::operator()(uint8_t* p) const { std::free(p); }
-
-void CpuSink::prepare(unsigned slots) {
-  if (slots_.size() < slots) {
-    slots_.resize(slots);
-    slot_bytes_.resize(slots, 0);
-  }
-}
-
-uint8_t* CpuSink::staging(unsigned slot, uint64_t bytes) {
-  if (slot >= slots_.size()) throw std::logic_error("CpuSink: staging before prepare");
-  if (slot_bytes_[slot] < bytes) {
-    void* p = std::aligned_alloc(kPage, align_up(bytes, kPage));
-    if (!p) throw std::bad_alloc();
-    slots_[slot].reset(static_cast<uint8_t*>(p));
-    slot_bytes_[slot] = bytes;
-  }
-  return slots_[slot].get();
-}
-
 void CpuSink::allocate(size_t storage, uint64_t nbytes) {
   if (storages_.size() <= storage) {
     storages_.resize(storage + 1);
@@ -580,16 +557,8 @@ void CpuSink::write(unsigned, size_t storage, uint64_t offset, const uint8_t* sr
   written_ += len;
 }
 
-bool CpuSink::pin(unsigned, const uint8_t*, uint64_t) { return in_place_; }
-
 void CpuSink::read(unsigned, size_t storage, const Tensor& t, uint64_t offset, uint8_t* dst, uint64_t len) {
-  const uint8_t* base = storages_.at(storage).get();
-  uint64_t pos = 0;  // row-major bytes walked so far
-  for_each_run(t, [&](uint64_t off, uint64_t n) {
-    const uint64_t x = std::max(pos, offset), y = std::min(pos + n, offset + len);
-    if (x < y) std::memcpy(dst + (x - offset), base + off + (x - pos), y - x);
-    pos += n;
-  });
+  read_rows(t, storages_.at(storage).get(), offset, dst, len);
 }
 
 void CpuSink::abort() noexcept {
@@ -601,10 +570,27 @@ size_t CpuSink::allocated() const {
   return static_cast<size_t>(std::count_if(storages_.begin(), storages_.end(), [](const auto& p) { return p != nullptr; }));
 }
 
-uint64_t CpuSink::staging_bytes() const {
-  uint64_t n = 0;
-  for (uint64_t b : slot_bytes_) n += b;
-  return n;
+void read_rows(const Tensor& t, const uint8_t* storage, uint64_t offset, uint8_t* dst, uint64_t len) {
+  uint64_t pos = 0;  // row-major bytes walked so far
+  for_each_run(t, [&](uint64_t off, uint64_t n) {
+    const uint64_t x = std::max(pos, offset), y = std::min(pos + n, offset + len);
+    if (x < y) std::memcpy(dst + (x - offset), storage + off + (x - pos), y - x);
+    pos += n;
+  });
 }
+
+namespace {
+class HostMemory final : public StagingRing::Memory {
+ public:
+  uint8_t* alloc(uint64_t bytes) override {
+    void* p = std::aligned_alloc(kPage, align_up(bytes, kPage));
+    if (!p) throw std::bad_alloc();
+    return static_cast<uint8_t*>(p);
+  }
+  void free(uint8_t* p) noexcept override { std::free(p); }
+};
+}  // namespace
+
+std::unique_ptr<StagingRing::Memory> host_ring_memory() { return std::make_unique<HostMemory>(); }
 
 }  // namespace ckpt

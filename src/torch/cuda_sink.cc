@@ -1,10 +1,11 @@
-#include "torch/cuda_sink.h"
-
+// The CUDA end of the streaming load (tensor_sink.h): the only code that only a GPU runs. Everything
+// around it (plan, readers, ring, watchdog, NaN / Inf reductions, readback) runs on the CPU too, through
+// the host sink (`ckpt load --device cpu --stream`, tests/cli/cuda_load.py --device cpu).
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/storage.h"
 #include "torch/materialize.h"
+#include "torch/tensor_sink.h"
 
 #if CKPT_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -12,28 +13,14 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 #endif
 
-namespace ckpt::torchb {
-
-Staging parse_staging(const std::string& s) {
-  if (s == "auto") return Staging::Auto;
-  if (s == "pinned") return Staging::Pinned;
-  if (s == "register") return Staging::Register;
-  throw UsageError(fmt::format("--staging {}: expected auto, pinned or register", s));
-}
-
-const char* to_string(Staging s) {
-  switch (s) {
-    case Staging::Auto: return "auto";
-    case Staging::Pinned: return "pinned";
-    case Staging::Register: return "register";
-  }
-  return "?";
-}
+namespace ckpt::torchb::detail {
 
 #if CKPT_CUDA
 namespace {
@@ -45,12 +32,18 @@ void check(cudaError_t e, const char* what) {
   throw EnvironmentError(fmt::format("{}: CUDA error: {}", what, cudaGetErrorString(e)));
 }
 
-class Sink final : public CudaSink {
+// Whether `q` (an event or stream query) says done; NotReady: not yet; anything else throws.
+bool ready(cudaError_t q, const char* what) {
+  if (q == cudaErrorNotReady) return false;
+  check(q, what);
+  return true;
+}
+
+class Sink final : public TensorSink {
  public:
-  Sink(c10::Device device, bool in_place) : device_(device), in_place_(in_place) {}
+  explicit Sink(c10::Device device) : device_(device) {}
   ~Sink() override { release(); }
 
-  bool in_place() const override { return in_place_; }
   at::Tensor storage(size_t id) const override { return storages_.at(id); }
 
   void prepare(unsigned slots) override {
@@ -60,22 +53,6 @@ class Sink final : public CudaSink {
       if (!s.stream) check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
       if (!s.event) check(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming), "cudaEventCreate");
     }
-  }
-
-  // Called by the slot's owning thread only: no lock.
-  uint8_t* staging(unsigned slot, uint64_t bytes) override {
-    c10::cuda::CUDAGuard g(device_);
-    Slot& s = slots_.at(slot);
-    if (s.bytes < bytes) {
-      if (s.host) check(cudaFreeHost(s.host), "cudaFreeHost");
-      s.host = nullptr;
-      s.bytes = 0;
-      void* p = nullptr;
-      check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "pinned staging buffer");  // page-aligned
-      s.host = static_cast<uint8_t*>(p);
-      s.bytes = bytes;
-    }
-    return s.host;
   }
 
   void allocate(size_t id, uint64_t nbytes) override {
@@ -93,29 +70,7 @@ class Sink final : public CudaSink {
 
   void commit(unsigned slot) override { check(cudaEventRecord(slots_[slot].event, slots_[slot].stream), "cudaEventRecord"); }
 
-  void wait(unsigned slot) override { check(cudaEventSynchronize(slots_[slot].event), "device copy"); }
-
-  bool pin(unsigned slot, const uint8_t* p, uint64_t len) override {
-    if (!in_place_) return false;
-    const uintptr_t page = 4096;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-    const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + len + page - 1) & ~(page - 1);
-    c10::cuda::CUDAGuard g(device_);
-    // Fails where a neighbouring chunk holds the page already (their ranges share it): then staged.
-    if (cudaHostRegister(reinterpret_cast<void*>(a), b - a, cudaHostRegisterReadOnly) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    slots_[slot].registered = reinterpret_cast<void*>(a);
-    return true;
-  }
-
-  void unpin(unsigned slot) override {
-    if (void* p = slots_[slot].registered) {
-      slots_[slot].registered = nullptr;
-      check(cudaHostUnregister(p), "cudaHostUnregister");
-    }
-  }
+  bool done(unsigned slot) override { return ready(cudaEventQuery(slots_[slot].event), "device copy"); }
 
   void read(unsigned slot, size_t id, const Tensor& t, uint64_t offset, uint8_t* dst, uint64_t len) override {
     c10::cuda::CUDAGuard g(device_);
@@ -128,8 +83,12 @@ class Sink final : public CudaSink {
       if (it == contiguous_.end()) {
         at::Tensor view = at::empty({0}, at::TensorOptions().dtype(*scalar_type(*t.dtype)).device(device_))
                               .set_(storages_[id].storage(), t.offset, t.shape, t.stride);
-        at::Tensor c = view.contiguous();
-        c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();  // made on the current stream
+        at::Tensor c = view.contiguous();  // on LibTorch's current stream: the slot's stream waits for it
+        cudaEvent_t made = nullptr;
+        check(cudaEventCreateWithFlags(&made, cudaEventDisableTiming), "cudaEventCreate");
+        check(cudaEventRecord(made, c10::cuda::getCurrentCUDAStream(device_.index()).stream()), "cudaEventRecord");
+        check(cudaStreamWaitEvent(slots_[slot].stream, made, 0), "cudaStreamWaitEvent");
+        (void)cudaEventDestroy(made);  // released once recorded work completes
         it = contiguous_.emplace(&t, std::move(c)).first;
       }
       src = static_cast<const uint8_t*>(it->second.data_ptr());
@@ -142,78 +101,110 @@ class Sink final : public CudaSink {
     contiguous_.erase(&t);
   }
 
-  void finish() override {
-    for (Slot& s : slots_)
-      if (s.stream) check(cudaStreamSynchronize(s.stream), "device copy");
+  void fence(Watchdog& dog, const std::string& message) override {
+    c10::cuda::CUDAGuard g(device_);
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(e, c10::cuda::getCurrentCUDAStream(device_.index()).stream()), "cudaEventRecord");
+    try {
+      dog.wait([&] { return ready(cudaEventQuery(e), "device reductions"); }, message);
+    } catch (...) {
+      (void)cudaEventDestroy(e);
+      throw;
+    }
+    (void)cudaEventDestroy(e);
   }
 
   void abort() noexcept override {
+    // What is in flight finishes before its memory goes, for at most two seconds: a device that does not
+    // answer (a stall) keeps it, and the process ends.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    bool idle = true;
     for (Slot& s : slots_)
-      if (s.stream) (void)cudaStreamSynchronize(s.stream);
-    for (Slot& s : slots_)
-      if (s.registered) (void)cudaHostUnregister(s.registered), s.registered = nullptr;
+      while (s.stream && cudaStreamQuery(s.stream) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > until) {
+          idle = false;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
     (void)cudaGetLastError();
-    storages_.clear();
+    storages_.clear();  // back to LibTorch's caching allocator
     contiguous_.clear();
-    try {
-      c10::cuda::CUDACachingAllocator::emptyCache();  // the device memory goes back, not only to the cache
-    } catch (...) {}
+    if (idle) try {
+        c10::cuda::CUDACachingAllocator::emptyCache();  // the device memory goes back, not only to the cache
+      } catch (...) {}
   }
 
  private:
   struct Slot {
-    uint8_t* host = nullptr;
-    uint64_t bytes = 0;
     cudaStream_t stream = nullptr;
     cudaEvent_t event = nullptr;
-    void* registered = nullptr;
   };
   void release() noexcept {
     for (Slot& s : slots_) {
-      if (s.stream) (void)cudaStreamSynchronize(s.stream);
-      if (s.registered) (void)cudaHostUnregister(s.registered);
       if (s.event) (void)cudaEventDestroy(s.event);
-      if (s.stream) (void)cudaStreamDestroy(s.stream);
-      if (s.host) (void)cudaFreeHost(s.host);
+      if (s.stream) (void)cudaStreamDestroy(s.stream);  // returns at once; resources go when its work is done
     }
     slots_.clear();
     (void)cudaGetLastError();
   }
 
   c10::Device device_;
-  bool in_place_;
   std::vector<Slot> slots_;
   std::vector<at::Tensor> storages_;
   std::mutex lock_;
   std::map<const Tensor*, at::Tensor> contiguous_;
 };
 
+// Pinned host memory for the ring. init() makes the device's primary context and LibTorch's CUDA state
+// (its first allocation), on the ring's thread, while the main thread reads the checkpoint.
+class Pinned final : public StagingRing::Memory {
+ public:
+  explicit Pinned(int index) : index_(index) {}
+  void init() override {
+    check(cudaSetDevice(index_), "cudaSetDevice");
+    check(cudaFree(nullptr), "CUDA context");
+    (void)at::empty({1}, at::TensorOptions().dtype(at::kByte).device(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index_))));
+  }
+  uint8_t* alloc(uint64_t bytes) override {
+    void* p = nullptr;
+    check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "pinned staging buffer");  // page-aligned
+    return static_cast<uint8_t*>(p);
+  }
+  void free(uint8_t* p) noexcept override { (void)cudaFreeHost(p); }
+
+ private:
+  int index_;
+};
+
 }  // namespace
 
-std::unique_ptr<CudaSink> make_cuda_sink(c10::Device device, Staging staging) {
-  int can = 0;
-  c10::cuda::CUDAGuard g(device);
-  if (cudaDeviceGetAttribute(&can, cudaDevAttrHostRegisterReadOnlySupported, device.index()) != cudaSuccess) {
-    (void)cudaGetLastError();
-    can = 0;
-  }
-  if (staging == Staging::Register && !can)
-    throw EnvironmentError(
-        fmt::format("--staging register: {} cannot register host memory read-only "
-                    "(cudaDevAttrHostRegisterReadOnlySupported is 0); use --staging pinned",
-                    device.str()));
-  return std::make_unique<Sink>(device, staging != Staging::Pinned && can);
-}
+std::unique_ptr<TensorSink> make_cuda_sink(c10::Device device) { return std::make_unique<Sink>(device); }
+std::unique_ptr<StagingRing::Memory> make_pinned_memory(int index) { return std::make_unique<Pinned>(index); }
 
 #else
 
-std::unique_ptr<CudaSink> make_cuda_sink(c10::Device device, Staging) {
+namespace {
+[[noreturn]] void no_cuda() {
   throw EnvironmentError(
-      fmt::format("--device {}: this ckpt-torch was built against LibTorch {} without CUDA (rebuild "
+      fmt::format("--device cuda: this ckpt-torch was built against LibTorch {} without CUDA (rebuild "
                   "against a CUDA LibTorch, see docs/ckpt-torch.md)",
-                  device.str(), libtorch_version()));
+                  libtorch_version()));
 }
+}  // namespace
+
+// Lazy: parse_device, on the main thread, says so first, in its own words.
+class NoCuda final : public StagingRing::Memory {
+ public:
+  void init() override { no_cuda(); }
+  uint8_t* alloc(uint64_t) override { no_cuda(); }
+  void free(uint8_t*) noexcept override {}
+};
+
+std::unique_ptr<TensorSink> make_cuda_sink(c10::Device) { no_cuda(); }
+std::unique_ptr<StagingRing::Memory> make_pinned_memory(int) { return std::make_unique<NoCuda>(); }
 
 #endif
 
-}  // namespace ckpt::torchb
+}  // namespace ckpt::torchb::detail

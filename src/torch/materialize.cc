@@ -4,6 +4,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 #include "core/storage.h"
 #include "core/values.h"
 #include "torch/compat.h"
+#include "torch/nonfinite.h"
 
 namespace ckpt::torchb {
 
@@ -116,42 +118,64 @@ c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
 }
 
 // Whether the loop below materializes `t` from its storage's bytes (not skipped, not left on meta).
-bool reads_bytes(const Tensor& t, const c10::Device& device) {
+bool reads_bytes(const Tensor& t, const c10::Device& device, bool stream) {
   return t.state == TensorState::Materialized && t.dtype && scalar_type(*t.dtype) && loadable_layout(t) && t.dtype->pack == 1 &&
-         !t.storage.empty() && !(t.layout == Layout::Quantized && device.is_cuda());
+         !t.storage.empty() && !(t.layout == Layout::Quantized && (device.is_cuda() || stream));
 }
 
-// The cuda load: every storage streamed into its device allocation (core/stream.h) with NaN / Inf
-// counted on the way; with --checksum the CRC-32s read back from the device.
+at::Tensor view_of(const Tensor& t, const c10::Storage& storage, const c10::Device& device) {
+  return at::empty({0}, at::TensorOptions().dtype(*scalar_type(*t.dtype)).device(device)).set_(storage, t.offset, t.shape, t.stride);
+}
+
+// The streaming load (cuda, or cpu with --stream): every storage streamed into its allocation
+// (core/stream.h), then NaN / Inf counted there by LibTorch's reductions; with --checksum the CRC-32s
+// read back through the ring.
 struct Streamed {
   std::unordered_map<const Storage*, c10::Storage> storages;
   std::vector<TensorCheck> checks;
 };
 Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const std::vector<Target>& targets,
                           const MaterializeOptions& o, LoadReport& rep) {
+  using Clock = std::chrono::steady_clock;
+  if (!o.ring) throw std::logic_error("materialize: a streaming load without its ring");
+  const auto tp = Clock::now();
   std::vector<const Tensor*> list;
-  for (const Target& tg : targets) list.push_back(reads_bytes(*tg.tensor, o.device) ? tg.tensor : nullptr);
+  for (const Target& tg : targets) list.push_back(reads_bytes(*tg.tensor, o.device, o.stream) ? tg.tensor : nullptr);
   StreamLoad load(ck, index, list);
-  std::unique_ptr<CudaSink> sink = make_cuda_sink(o.device, o.staging);
+  const double plan = std::chrono::duration<double>(Clock::now() - tp).count();
+  std::unique_ptr<TensorSink> sink = make_tensor_sink(o.device);
+  Watchdog dog(o.stall_seconds);
   StreamOptions so;
-  so.ring_bytes = o.ring_bytes;
-  so.chunk_bytes = o.chunk_bytes;
-  so.in_place = sink->in_place();
   so.progress = o.progress;
   StreamStats stats;
   Streamed out;
   out.checks.resize(targets.size());
+  const bool first_use = o.ring->uses() == 0;
   try {
-    const std::vector<ValueStats> values = load.run(*sink, so, &stats);
+    load.run(*sink, *o.ring, dog, so, &stats);
+    const auto tc = Clock::now();
+    std::vector<at::Tensor> views(targets.size());
+    for (size_t k = 0; k < targets.size(); ++k)
+      if (load.storage_of(k) != SIZE_MAX) views[k] = view_of(*list[k], sink->storage(load.storage_of(k)).storage(), o.device);
+    const std::vector<ValueStats> values = count_nonfinite(views, [&] {
+      sink->fence(dog, stall_message(ck.path, "", std::nullopt, "counting NaN / Inf on the device", dog.seconds()));
+    });
+    views.clear();
+    rep.count_seconds = std::chrono::duration<double>(Clock::now() - tc).count();
     std::vector<std::optional<uint32_t>> crcs;
-    if (o.checksum) crcs = load.readback_crc(*sink, so, &stats);
+    if (o.checksum) crcs = load.readback_crc(*sink, *o.ring, dog, so, &stats);
     for (size_t k = 0; k < targets.size(); ++k) {
       out.checks[k].stats = values[k];
       if (o.checksum) out.checks[k].crc32 = crcs[k];
     }
-  } catch (const InputError&) { throw; } catch (const UsageError&) {
+  } catch (const InputError&) {
+    sink->abort();
+    throw;
+  } catch (const EnvironmentError&) {  // a stall, a CUDA error: the file's name is in it or added below
+    sink->abort();
     throw;
   } catch (const std::exception& e) {  // the device refused (out of memory, a CUDA error): exit 4
+    sink->abort();
     const std::string what = e.what();
     throw EnvironmentError(fmt::format("{}: loading onto {}: {}", ck.path, o.device.str(), what.substr(0, what.find('\n'))));
   }
@@ -161,9 +185,17 @@ Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const
     rep.copied_bytes += load.storages()[id]->nbytes;
     rep.bytes_read += load.storages()[id]->nbytes;
   }
+  stats.plan_seconds += plan;
   rep.stream = stats;
-  rep.staging = so.in_place ? "in-place" : "pinned";
+  rep.staging = o.device.is_cuda() ? "pinned" : "host";
   rep.device_crc = o.checksum;
+  rep.plan_seconds = stats.plan_seconds;
+  rep.ring_reused = !first_use;
+  if (first_use) {  // made once per run, overlapped with everything before the first load
+    rep.context_seconds = o.ring->init_seconds();
+    rep.ring_seconds = o.ring->alloc_seconds();
+    rep.ring_wait_seconds = o.ring->waited_seconds();
+  }
   return out;
 }
 
@@ -173,7 +205,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
                                                             const MaterializeOptions& o, LoadReport& rep) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   StorageIndex index(ck);
-  const bool meta = o.device.is_meta(), cuda = o.device.is_cuda();
+  const bool meta = o.device.is_meta(), cuda = o.device.is_cuda(), streamed = cuda || o.stream;
   struct Made {
     c10::Storage storage;
     ByteView bytes;
@@ -182,7 +214,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
   // cpu: every byte read and checked first, on every core (or by the parent ckpt process), then the
   // tensors are wrapped / copied. cuda: checked while streamed.
   std::vector<TensorCheck> checks;
-  if (cuda) {
+  if (streamed) {
     Streamed st = stream_to_device(ck, index, targets, o, rep);
     checks = std::move(st.checks);
     for (auto& [s, storage] : st.storages) made.emplace(s, Made{std::move(storage), ByteView()});
@@ -227,8 +259,9 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
                                    t.layout == Layout::Strided ? row.dtype : t.layout_text()));
       continue;
     }
-    if (quantized && o.device.is_cuda()) {
-      skip(fmt::format("quantized tensors load on cpu and meta only (asked: {})", o.device.str()));
+    if (quantized && streamed) {
+      skip(cuda ? fmt::format("quantized tensors load on cpu and meta only (asked: {})", o.device.str())
+                : std::string("quantized tensors are not streamed (load them without --stream)"));
       continue;
     }
     const auto opts = at::TensorOptions().dtype(*st);
@@ -269,7 +302,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     auto it = made.find(s);
     if (it == made.end()) {
       ByteView bytes = index.bytes(*s);
-      if (cuda)  // every storage reads_bytes() admits was streamed
+      if (streamed)  // every storage reads_bytes() admits was streamed
         throw std::logic_error(fmt::format("tensor '{}': storage '{}' was not streamed to the device", t.name, t.storage));
       c10::Storage storage;
       const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
@@ -285,7 +318,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       rep.bytes_read += s->nbytes;
       it = made.emplace(s, Made{std::move(storage), bytes}).first;
     }
-    row.zero_copy = !cuda && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
+    row.zero_copy = !streamed && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x;
     if (quantized) {  // its own allocation, filled with the stored integers
       x = at::_empty_affine_quantized(t.shape, opts, t.q_scale, t.q_zero_point);
@@ -293,8 +326,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
                   static_cast<size_t>(t.bytes));
       row.zero_copy = false;
     } else {
-      x = at::empty({0}, opts.device(cuda ? o.device : c10::Device(c10::kCPU)))
-              .set_(it->second.storage, t.offset, t.shape, t.stride);
+      x = view_of(t, it->second.storage, cuda ? o.device : c10::Device(c10::kCPU));
     }
     row.stats = checks[k].stats;
     row.crc32 = checks[k].crc32;

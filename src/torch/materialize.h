@@ -3,9 +3,11 @@
 //   cpu   a read-only view of the mapped file when the bytes are aligned for the dtype (zero-copy),
 //         else one copy; every byte read once for the NaN / Inf count;
 //   cuda  one uninitialized device allocation per storage, filled by the streaming load (core/stream.h,
-//         torch/cuda_sink.h): several threads read the file into a bounded ring of pinned buffers (or
-//         register page-cache ranges in place), counting NaN / Inf as they stage, while earlier chunks
-//         copy asynchronously; --checksum reads every tensor back from the device.
+//         torch/tensor_sink.h): several threads read the file into a small ring of pinned buffers while
+//         earlier chunks copy asynchronously; NaN / Inf counted afterwards on the device by LibTorch's
+//         reductions (nonfinite.h); --checksum reads every tensor back from the device. Every device
+//         wait bounded by --limit stall-seconds (core/watchdog.h).
+//   cpu with `stream`: the same streaming load into CPU allocations (the CUDA load's CPU twin).
 // Tensors sharing a storage (tied weights, views) share it on the device too.
 #pragma once
 
@@ -19,7 +21,7 @@
 #include "core/checkpoint.h"
 #include "core/load.h"
 #include "core/values.h"
-#include "torch/cuda_sink.h"
+#include "torch/tensor_sink.h"
 
 namespace ckpt::torchb {
 
@@ -43,8 +45,9 @@ struct Target {
 struct MaterializeOptions {
   c10::Device device = c10::Device(c10::kCPU);
   bool checksum = false;  // CRC-32 per tensor, before any --dtype conversion (cuda: of the device's copy)
-  Staging staging = Staging::Auto;  // cuda
-  uint64_t ring_bytes = 256ull << 20, chunk_bytes = 16ull << 20;  // cuda: the staging ring
+  bool stream = false;  // cpu: through the streaming load, as cuda always is
+  StagingRing* ring = nullptr;  // cuda, stream: the run's staging ring (made when the device was known)
+  double stall_seconds = 30;  // cuda, stream: --limit stall-seconds, for every device wait
   std::optional<at::ScalarType> dtype;  // convert floating tensors
   std::function<void(uint64_t done, uint64_t total)> progress;  // bytes
   const std::vector<TensorCheck>* prechecked = nullptr;  // check_values results for `targets`, done elsewhere
