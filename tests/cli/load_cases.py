@@ -226,14 +226,22 @@ def run(t):
         t.check(rc == 4 and "CUDA" in err and err.count("\n") == 1, f"cuda unavailable: rc {rc} {err!r}")
     rc, out, err = load(t, "--device", "tpu", os.path.join(td, "load", "nan_inf.pt"))
     t.check(rc == 2, f"bad device: rc {rc}")
-    # The streaming load's options are for cuda only; a chunk below 64k or a ring below one chunk is refused.
+    # The streaming load's options are for cuda and cpu --stream only; --staging is gone (issue 40); a chunk
+    # below 64k or a ring below one chunk is refused; --stream is for cpu.
     nan_inf = os.path.join(td, "load", "nan_inf.pt")
-    for args in (["--staging", "pinned"], ["--ring", "64M"], ["--chunk", "1M"]):
+    for args in (["--ring", "64M"], ["--chunk", "1M"]):
         rc, out, err = load(t, "--device", "cpu", *args, nan_inf)
-        t.check(rc == 2 and "--device cuda" in err and out == "", f"{args} on cpu: rc {rc} {err!r}")
-    for args in (["--chunk", "1k"], ["--ring", "1M", "--chunk", "2M"], ["--staging", "fast"]):
+        t.check(rc == 2 and "--device cuda or --stream" in err and out == "", f"{args} on cpu: rc {rc} {err!r}")
+    for args in (["--chunk", "1k"], ["--ring", "1M", "--chunk", "2M"], ["--ring", "4M"], ["--staging", "pinned"]):
         rc, out, err = load(t, "--device", "cuda", *args, nan_inf)
         t.check(rc == 2 and out == "", f"{args}: rc {rc} {err!r}")
+    for device in ("cuda", "meta"):
+        rc, out, err = load(t, "--device", device, "--stream", nan_inf)
+        t.check(rc == 2 and "--stream is for --device cpu" in err and out == "", f"--stream on {device}: rc {rc} {err!r}")
+    rc, rep, err = load_json(t, "--device", "cpu", "--stream", "--ring", "128k", "--chunk", "64k", nan_inf)
+    st = rep and rep["stream"]
+    t.check(rc == 0 and st and st["staging"] == "host" and st["slots"] == 2 and st["chunk_bytes"] == 65536,
+            f"cpu --stream --ring 128k --chunk 64k: rc {rc} {st} {err!r}")
 
     # 7b. Peak RSS is ckpt-torch's own (VmHWM), not the parent's: run from a process holding 1 GiB, a load on
     #     meta reports what it used (getrusage's ru_maxrss would carry the parent's peak across fork and exec).
