@@ -44,7 +44,7 @@ void setup_load(CLI::App& app, LoadOptions& o) {
                             "(k, M, G: x1024)")
                 ->type_name("SIZE"));
   byte_size(sub->add_option("--chunk", o.chunk_bytes,
-                            "cuda, cpu --stream: one staging buffer (one read, one copy), 8M by default, at least 64k")
+                            "cuda, cpu --stream: one staging buffer (one read, one copy), 4M by default, at least 64k")
                 ->type_name("SIZE"));
   one_of(sub->add_option("--fail-on", o.fail_on,
                          "nonfinite: exit 1 when a loaded tensor holds NaN or Inf (the table lists each with its "
@@ -75,7 +75,7 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
   if (o.fail_on == "nonfinite" && parse_device_spec(o.device).kind == DeviceSpec::Kind::Meta)
     throw UsageError("--fail-on nonfinite needs --device cpu or cuda (meta reads no value)");
   if (sub.count("--ring") && o.ring_bytes < ring_shape(RingOptions{o.chunk_bytes, 0, 0}).chunk)
-    throw UsageError("--ring: at least one --chunk (8M by default)");
+    throw UsageError("--ring: at least one --chunk (4M by default)");
 }
 
 }  // namespace ckpt::cli

@@ -553,8 +553,7 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
   if (r.check_seconds > 0) foot(secs(r.check_seconds), "Reading and checking every byte (in ckpt, while LibTorch started)");
   foot(secs(r.read_seconds), "Reading the structure");
   if (r.stream && !r.ring_reused) {
-    foot(secs(r.context_seconds), r.device.rfind("cuda", 0) == 0 ? "CUDA context (ring's thread, overlapped)"
-                                                                 : "Device start (ring's thread, overlapped)");
+    if (r.device.rfind("cuda", 0) == 0) foot(secs(r.context_seconds), "CUDA context (ring's thread, overlapped)");
     foot(secs(r.ring_seconds), fmt::format("Allocating the staging ring (ring's thread, overlapped; waited {:.3f} s)",
                                            r.ring_wait_seconds));
   }

@@ -58,10 +58,10 @@ inline constexpr size_t kReadPaths = 6;
 const char* to_string(ReadPath p);
 
 // The ring's shape: `slots` buffers of `chunk` bytes, filled by `threads` reader threads (each owns
-// slots / threads of them). Defaults (0): 8 MiB chunks, one reader per core up to 8, two slots per reader
+// slots / threads of them). Defaults (0): 4 MiB chunks, one reader per core up to 8, two slots per reader
 // (docs/load.md says why).
 struct RingOptions {
-  uint64_t chunk_bytes = 0;  // 0: 8 MiB; else at least 64 KiB, rounded down to 4 KiB
+  uint64_t chunk_bytes = 0;  // 0: 4 MiB; else at least 64 KiB, rounded down to 4 KiB
   uint64_t ring_bytes = 0;  // 0: two chunks per reader; else slots = ring_bytes / chunk, at least one
   unsigned threads = 0;  // 0: one per core, at most 8; never more than slots
 };

@@ -41,13 +41,6 @@ Watchdog::Hook Watchdog::on_stall(std::function<void()> interrupt) {
   return Hook(this, next_id_++);
 }
 
-Watchdog::Hook::~Hook() {
-  if (!dog_) return;
-  std::lock_guard<std::mutex> l(dog_->lock_);
-  auto& h = dog_->hooks_;
-  h.erase(std::remove_if(h.begin(), h.end(), [&](const auto& x) { return x.first == id_; }), h.end());
-}
-
 Watchdog::Guard Watchdog::arm(std::string message) {
   std::lock_guard<std::mutex> l(lock_);
   // After a stall, what is left (freeing, joining) gets the grace alone.
@@ -59,11 +52,13 @@ Watchdog::Guard Watchdog::arm(std::string message) {
   return Guard(this, next_id_++);
 }
 
-Watchdog::Guard::~Guard() {
+Watchdog::Handle::~Handle() {
   if (!dog_) return;
-  std::lock_guard<std::mutex> l(dog_->lock_);
+  std::lock_guard<std::mutex> l(dog_->lock_);  // ids are unique across calls and hooks
   auto& a = dog_->armed_;
   a.erase(std::remove_if(a.begin(), a.end(), [&](const Armed& x) { return x.id == id_; }), a.end());
+  auto& h = dog_->hooks_;
+  h.erase(std::remove_if(h.begin(), h.end(), [&](const auto& x) { return x.first == id_; }), h.end());
   dog_->cv_.notify_all();
 }
 

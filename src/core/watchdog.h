@@ -48,38 +48,27 @@ class Watchdog {
   double seconds() const { return seconds_; }
   // How long a blocked call may outlive its deadline before the process ends: half the limit, 0.5 to 5 s.
   double grace() const;
+  // What arm() and on_stall() return: disarms the call, or removes the hook, when it goes out of scope.
+  class Handle {
+   public:
+    Handle(Handle&& h) noexcept : dog_(h.dog_), id_(h.id_) { h.dog_ = nullptr; }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    ~Handle();
+
+   private:
+    friend class Watchdog;
+    Handle(Watchdog* dog, uint64_t id) : dog_(dog), id_(id) {}
+    Watchdog* dog_;
+    uint64_t id_;
+  };
+  using Guard = Handle;
+  using Hook = Handle;
   // `interrupt` is called from the watchdog's thread when a guarded call outruns its deadline, while the
-  // returned object lives. Must not block.
-  class Hook {
-   public:
-    Hook(Hook&& h) noexcept : dog_(h.dog_), id_(h.id_) { h.dog_ = nullptr; }
-    Hook(const Hook&) = delete;
-    Hook& operator=(const Hook&) = delete;
-    ~Hook();
-
-   private:
-    friend class Watchdog;
-    Hook(Watchdog* dog, uint64_t id) : dog_(dog), id_(id) {}
-    Watchdog* dog_;
-    uint64_t id_;
-  };
+  // returned Hook lives. Must not block.
   [[nodiscard]] Hook on_stall(std::function<void()> interrupt);
-
-  // A blocking call under the deadline; disarmed when it goes out of scope.
-  class Guard {
-   public:
-    Guard(Guard&& g) noexcept : dog_(g.dog_), id_(g.id_) { g.dog_ = nullptr; }
-    Guard(const Guard&) = delete;
-    Guard& operator=(const Guard&) = delete;
-    ~Guard();
-
-   private:
-    friend class Watchdog;
-    Guard(Watchdog* dog, uint64_t id) : dog_(dog), id_(id) {}
-    Watchdog* dog_;
-    uint64_t id_;
-  };
-  // `message`: the whole error line should it stall (stall_message()).
+  // A blocking call under the deadline while the returned Guard lives. `message`: the whole error line
+  // should it stall (stall_message()).
   [[nodiscard]] Guard arm(std::string message);
   // Runs `call` under a guard; a call that returns or throws after the watchdog fired throws its
   // StallError instead.

@@ -14,7 +14,10 @@ and checks:
      stderr line `ckpt: error: --device cuda: CUDA is not available: LibTorch 2.15.0 has CUDA but no
      CUDA device is visible (...)` naming the LibTorch version the truth environment has; and `ckpt load
      --device cpu FILE` through the same binary loads the file (exit 0), so the binary works apart from
-     the device.
+     the device;
+  4. the GPU test's CPU twin (tests/cli/cuda_load.py --device cpu: the streaming load through the host
+     sink) with this LibTorch 2.15, which has the float8 and uint dtypes LibTorch 1.13 lacks: their NaN /
+     Inf counted by LibTorch's reductions equal torch's too.
 
 Exit 77 (ctest: skipped) where the truth environment is absent or incomplete (a fresh CI clone does not
 pay for a 6 GB download), or its torch has no CUDA. Each phase's wall time is printed.
@@ -128,6 +131,10 @@ def main():
     expect("load --device cuda without a GPU: nothing on stdout", p.stdout == "", p.stdout[-2000:])
     p = run([ckpt, "load", "--device", "cpu", fixture])
     expect(f"load --device cpu through the CUDA build: exit 0 (got {p.returncode})", p.returncode == 0, p.stderr[-2000:])
+    p = run([sys.executable, os.path.join(root, "tests", "cli", "cuda_load.py"), "--ckpt", ckpt, "--root", root,
+             "--device", "cpu", "--work", os.path.join(a.work, "cuda_load")], timeout=900)
+    expect("the CPU twin of the cuda test with LibTorch " + version, p.returncode == 0, (p.stdout + p.stderr)[-3000:])
+    print(p.stdout.strip().splitlines()[-1] if p.stdout.strip() else "")
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
