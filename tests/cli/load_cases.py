@@ -232,7 +232,7 @@ def run(t):
     for args in (["--ring", "64M"], ["--chunk", "1M"]):
         rc, out, err = load(t, "--device", "cpu", *args, nan_inf)
         t.check(rc == 2 and "--device cuda or --stream" in err and out == "", f"{args} on cpu: rc {rc} {err!r}")
-    for args in (["--chunk", "1k"], ["--ring", "1M", "--chunk", "2M"], ["--ring", "4M"], ["--staging", "pinned"]):
+    for args in (["--chunk", "1k"], ["--ring", "1M", "--chunk", "2M"], ["--ring", "2M"], ["--staging", "pinned"]):
         rc, out, err = load(t, "--device", "cuda", *args, nan_inf)
         t.check(rc == 2 and out == "", f"{args}: rc {rc} {err!r}")
     for device in ("cuda", "meta"):
