@@ -318,17 +318,18 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
   } catch (const UsageError&) { throw; } catch (const InputError& e) {
     msg = e.render();
   } catch (const EnvironmentError& e) {
-    msg = e.what();
+    msg = visible(e.what());  // a server's text may be in it
     rc = kExitEnvironment;
   } catch (const std::bad_alloc&) {
     msg = visible(item.name) + ": out of memory";
-  }
-#ifdef CKPT_WITH_TORCH
-  catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
+  } catch (const std::exception& e) {  // LibTorch refused something (c10::Error), or a defect: its first line
     const std::string what = e.what();
+#ifdef CKPT_WITH_TORCH
     msg = fmt::format("{}: LibTorch: {}", visible(item.name), visible(what.substr(0, what.find('\n'))));
-  }
+#else
+    msg = fmt::format("{}: {}", visible(item.name), visible(what.substr(0, what.find('\n'))));
 #endif
+  }
   if (plan.header) fmt::print(out, "(not read: {})\n", visible(msg));
   if (!plan.error_records_for.empty()) {
     const std::string rec = error_record(plan.error_records_for, item.name, msg, rc);

@@ -95,9 +95,9 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   rep.strip_prefix = o.strip_prefix;
   rep.add_prefix = o.add_prefix;
 
-  // With one input kept until exit: CPU tensors are views of its mapping (see summary.cc on not freeing
-  // at exit).
-  auto* ck = new Checkpoint(read_named(file, lim));
+  // Freed with the load when it fails or when other inputs follow; with one input kept until exit (CPU
+  // tensors are views of its mapping; see summary.cc on not freeing at exit).
+  auto ck = std::make_unique<Checkpoint>(read_named(file, lim));
   rep.format = to_string(ck->format);
   rep.read_seconds = since(t0);
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?
@@ -106,10 +106,10 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   if (device.is_cpu()) prechecked = read_prechecked(index, *ck, o.checksum, &pre_seconds);
 
   // --model: the architecture, matched key by key before anything is allocated.
-  Checkpoint* arch = nullptr;
+  std::unique_ptr<Checkpoint> arch;
   std::optional<torch::jit::Module> module;
   if (!o.model.empty()) {
-    arch = new Checkpoint(read_checkpoint(o.model, lim));
+    arch = std::make_unique<Checkpoint>(read_checkpoint(o.model, lim));
     if (arch->format != Format::TorchScript)
       throw UsageError(
           fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
@@ -195,16 +195,14 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   if (output_format(o.format, o.json, o.jsonl) == OutputFormat::JsonLines) text = json_line(text);
   write_output(out, text);
   flush_output(out);
-  // With several inputs each file's tensors and mapping go before the next is loaded (device memory).
+  // With several inputs each file's tensors and mapping go before the next is loaded (device memory), as
+  // they do on every error; one input's stay until exit.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
-  if (several)
-#endif
-  {
-    tensors.clear();
-    module.reset();
-    delete arch;
-    delete ck;
+  if (!several) {
+    (void)ck.release();
+    (void)arch.release();
   }
+#endif
   return rep.incomplete() || nothing || nonfinite ? kExitFindings : kExitOk;
 }
 

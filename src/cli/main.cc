@@ -133,15 +133,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ckpt: error: %s: %s\n", std::ferror(stdout) ? "cannot write to standard output" : e.what(),
                  e.code().message().c_str());
     return ckpt::kExitEnvironment;
-  } catch (const ckpt::UsageError& e) {
-    fmt::print(stderr, "ckpt: error: {}\n", e.what());
+  } catch (const ckpt::UsageError& e) {  // every message through visible(): it may quote a name or a server's text
+    fmt::print(stderr, "ckpt: error: {}\n", ckpt::visible(e.what()));
     return ckpt::kExitUsage;
   } catch (const ckpt::InputError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "ckpt: error: {}\n", e.render());
     return ckpt::kExitBadInput;
-  } catch (const ckpt::EnvironmentError& e) {
-    fmt::print(stderr, "ckpt: error: {}\n", e.what());
+  } catch (const ckpt::EnvironmentError& e) {  // a URL's Link header or an error body may be in it
+    fmt::print(stderr, "ckpt: error: {}\n", ckpt::visible(e.what()));
     return ckpt::kExitEnvironment;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "ckpt: error: out of memory\n");
@@ -154,6 +154,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n",
                ckpt::visible((app.got_subcommand("summary") ? summary.inputs : load.inputs).files.front()),
                ckpt::visible(what.substr(0, what.find('\n'))));  // it may quote the archive's code or names
+    return ckpt::kExitBadInput;
+  }
+#else
+  catch (const std::exception& e) {  // a defect (std::logic_error, ...): an error line and exit 3, never an abort
+    const std::string what = e.what();
+    fmt::print(stderr, "ckpt: error: {}\n", ckpt::visible(what.substr(0, what.find('\n'))));
     return ckpt::kExitBadInput;
   }
 #endif

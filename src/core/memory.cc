@@ -176,11 +176,13 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
 
   // Children in the order the model registers them: numbered ones by number, a top-level lm_head last
   // (transformers' *ForCausalLM registers the base model first; safetensors sorts lm_head before it).
-  for (auto& [path, n] : tree) {
+  for (auto& entry : tree) {  // not a structured binding: a lambda captures it (clang < 16 refuses that)
+    const bool top = entry.first.empty();
+    auto& n = entry.second;
     std::stable_sort(n.children.begin(), n.children.end(), [&](const std::string& a, const std::string& b) {
       const std::string la = last_segment(a), lb = last_segment(b);
       if (numeric(la) && numeric(lb)) return la.size() != lb.size() ? la.size() < lb.size() : la < lb;
-      if (path.empty()) return la != "lm_head" && lb == "lm_head";
+      if (top) return la != "lm_head" && lb == "lm_head";
       return false;
     });
   }

@@ -648,7 +648,8 @@ class Flow {
     prepare(f);
     std::map<std::string, Val> env;
     for (size_t k = 0; k < f.params.size(); ++k) {
-      const auto& [name, declared] = f.params[k];
+      const std::string& name = f.params[k].first;  // not a structured binding: the lambda below captures it
+      const Val& declared = f.params[k].second;
       Val v = declared;
       if (k < args.size()) {
         v = args[k].k == Val::Unknown ? declared : args[k];

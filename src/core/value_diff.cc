@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/mapped_file.h"
 #include "core/storage.h"
+#include "core/threads.h"
 
 namespace ckpt {
 namespace {
@@ -351,8 +352,6 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
   std::vector<ValueDiff> results(items.size());
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
-  std::exception_ptr error;
-  std::mutex error_lock;
   auto run_item = [&](const Item& it, ValueDiff& out) {
     const Plan& pl = plans[it.plan];
     const ValuePair& p = *pl.pair;
@@ -390,31 +389,23 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
             compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra, pl.rb,
                         acc);
           });
-      if (own_pages && p.a_file) p.a_file->release(sa, len_a);
-      if (own_pages && p.b_file) p.b_file->release(sb, len_b);
+      // A remote file's release drops the fetched block (the buffer is its only copy) while a tied twin of
+      // this storage may still be compared on another thread: kept, as values.cc and integrity.cc keep it.
+      if (own_pages && p.a_file && !p.a_file->remote()) p.a_file->release(sa, len_a);
+      if (own_pages && p.b_file && !p.b_file->remote()) p.b_file->release(sb, len_b);
       bytes = static_cast<uint64_t>(numel) * (pl.ia + pl.ib);
     }
     out = {acc.max_abs, acc.max_rel, !acc.differ, !acc.outside};
     return bytes;
   };
-  auto work = [&](bool report) {
-    try {
-      for (size_t i = next++; i < items.size(); i = next++) {
-        done += run_item(items[i], results[i]);
-        if (report && o.progress) o.progress(done, total);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> g(error_lock);
-      if (!error) error = std::current_exception();
-      next = items.size();
+  std::atomic<bool> stop{false};
+  const auto threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
+  run_threads(threads, stop, [&](unsigned j) {
+    for (size_t i = next++; i < items.size() && !stop; i = next++) {
+      done += run_item(items[i], results[i]);
+      if (j == 0 && o.progress) o.progress(done, total);
     }
-  };
-  std::vector<std::thread> pool;
-  const size_t threads = std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size()));
-  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work, false);
-  work(true);
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  });
   if (o.progress) o.progress(done, total);  // the other threads may have taken every item
 
   std::vector<ValueDiff> out(plans.size());

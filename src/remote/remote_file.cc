@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/threads.h"
 
 namespace ckpt::remote {
 
@@ -197,25 +198,11 @@ void RemoteFile::fill(uint64_t off, uint64_t len) const {
     return;
   }
   std::atomic<size_t> next{start};
-  std::exception_ptr error;
-  std::mutex error_mu;
   std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  const size_t n = std::min<size_t>(kParallel, parts.size() - start);
-  for (size_t t = 0; t < n; ++t)
-    threads.emplace_back([&] {
-      for (size_t i = next++; i < parts.size() && !stop; i = next++) {
-        try {
-          run_part(parts[i]);
-        } catch (...) {
-          std::lock_guard<std::mutex> l(error_mu);
-          if (!error) error = std::current_exception();
-          stop = true;
-        }
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  const auto n = static_cast<unsigned>(std::min<size_t>(kParallel, parts.size() - start));
+  run_threads(n, stop, [&](unsigned) {
+    for (size_t i = next++; i < parts.size() && !stop; i = next++) run_part(parts[i]);
+  });
 }
 
 void RemoteFile::read_at(uint8_t* dst, uint64_t len, uint64_t off) const {
