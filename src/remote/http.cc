@@ -116,6 +116,16 @@ struct Transfer {
   bool has_range = false;
 };
 
+// An entity-tag as RFC 9110 8.8.3 has it: [W/] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text. A
+// server's ETag that is not one (a bare CR, an escape) is dropped: it would be sent back in If-Range.
+bool entity_tag(std::string_view v) {
+  if (v.rfind("W/", 0) == 0) v.remove_prefix(2);
+  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return false;
+  for (unsigned char c : v.substr(1, v.size() - 2))
+    if (!(c == 0x21 || (c >= 0x23 && c <= 0x7e) || c >= 0x80)) return false;
+  return true;
+}
+
 size_t on_header(char* p, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t len = size * n;
@@ -132,7 +142,7 @@ size_t on_header(char* p, size_t size, size_t n, void* user) {
   if (colon == std::string_view::npos) return len;
   const std::string name = lower(std::string(line.substr(0, colon)));
   const std::string value = trim(line.substr(colon + 1));
-  if (name == "etag") t->etag = value;
+  if (name == "etag") t->etag = entity_tag(value) ? value : std::string();  // never echo a control into If-Range
   else if (name == "link") t->link = value;
   else if (name == "content-range") t->content_range = value;
   else if (name == "retry-after") t->retry_after = value;

@@ -751,6 +751,11 @@ def cases_failures(T, bad, envs, medium, files, **_):
         with T.case("fail: the ETag changes between requests: an error saying the file changed") as c:
             r, entries = failure(c, "etag", "medium.pt", (3, 4), r"chang")
             c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
+    if T.wanted("fail: ctletag"):
+        with T.case("fail: an ETag holding a bare CR is never sent back (no If-Range): success") as c:
+            r, entries = success(c, "ctletag", "medium.pt", med_loc)
+            c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
+            c.expect(all(e["if_range"] is None for e in entries), f"If-Range sent: {[e['if_range'] for e in entries]}")
     if T.wanted("fail: stall"):
         with T.case("fail: a stalled body with --limit stall-seconds=2: an error within 30 s") as c:
             r, entries = failure(c, "stall", "model.safetensors", (3, 4), extra=("--limit", "stall-seconds=2"), timeout=40)

@@ -73,7 +73,8 @@ are served under /KIND/NAME where KIND is one of
   forbidden (403), flaky (the first request of each distinct (method, Range) is a 500, the retry
   works), busy (the first request of the file is a 429 with Retry-After: 1), norange (Range ignored: 200
   and the whole body, Accept-Ranges: none), etag (the ETag changes after the first request; an If-Range
-  that no longer matches gets a 200 with the whole body, RFC 9110 13.1.5), stall (206 status and headers,
+  that no longer matches gets a 200 with the whole body, RFC 9110 13.1.5), ctletag (an ETag holding a bare CR),
+  stall (206 status and headers,
   then no body byte for `stall_seconds`, connection left open), reset (the first request of the file:
   connection closed with a TCP RST and no response; then ok), short (a 206/200 whose body stops halfway
   before Content-Length, connection closed; every time), shortonce (short on the first request, then ok).
@@ -1078,7 +1079,8 @@ class S3Gateway(_ThreadedServer):
 # ---------------------------------------------------------------------------------------------------
 # the misbehaving HTTP server
 
-KINDS = ("ok", "missing", "auth", "forbidden", "flaky", "busy", "norange", "etag", "stall", "reset", "short", "shortonce")
+KINDS = ("ok", "missing", "auth", "forbidden", "flaky", "busy", "norange", "etag", "stall", "reset", "short", "shortonce",
+         "ctletag")
 
 
 class _BadHandler(http.server.BaseHTTPRequestHandler):
@@ -1198,6 +1200,8 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
             return self._serve(data, etag, entry)
         if kind == "stall":
             return self._serve(data, etag, entry, stall=True)
+        if kind == "ctletag":  # an ETag holding a bare CR: a client that echoes it in If-Range injects a header
+            return self._serve(data, etag[:-1] + '\rX-Injected: 1"', entry)
         if kind == "reset":
             if first_time:
                 entry["status"] = "reset"
