@@ -40,6 +40,9 @@ TEST_CASE("vfs: a URL's secrets are never shown") {
         "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&"
         "X-Amz-Security-Token=REDACTED&partNumber=1");
   CHECK(vfs::display("https://h/a.pt?token=s3cr3t#frag") == "https://h/a.pt?token=REDACTED");
+  // any key but a few harmless ones: a secret may have any name
+  CHECK(vfs::display("https://h/a.pt?sessionid=s3cr3t&download=true&sv=2022&sig=x") ==
+        "https://h/a.pt?sessionid=REDACTED&download=true&sv=REDACTED&sig=REDACTED");
   CHECK(vfs::display("hf://org/repo@main/a.pt") == "hf://org/repo@main/a.pt");
 }
 

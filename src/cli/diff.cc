@@ -10,6 +10,7 @@
 #include "core/diff.h"
 #include "core/reader.h"
 #include "core/render_report.h"
+#include "core/vfs.h"
 
 namespace ckpt::cli {
 
@@ -74,7 +75,9 @@ int run_diff(const DiffCliOptions& o) {
   const DiffResult r = diff_checkpoints(*a, *b, d);
   progress.clear();
   for (const std::string& w : r.warnings) fmt::print(stderr, "ckpt: warning: {}\n", w);
-  const std::string out = o.wants_json() ? diff_json_text(o.a, o.b, *a, *b, r, d) : render_diff_text(o.a, o.b, *a, *b, r, d);
+  // As every output names a URL: without its userinfo and its query's secrets (vfs::display).
+  const std::string an = vfs::display(o.a), bn = vfs::display(o.b);
+  const std::string out = o.wants_json() ? diff_json_text(an, bn, *a, *b, r, d) : render_diff_text(an, bn, *a, *b, r, d);
   write_output(stdout, out);
 #if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
   delete a;

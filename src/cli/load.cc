@@ -23,6 +23,7 @@
 #include "core/summary.h"
 #include "core/text.h"
 #include "core/values.h"
+#include "core/vfs.h"
 #include "torch/materialize.h"
 #include "torch/script.h"
 
@@ -87,7 +88,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   mo.stall_seconds = static_cast<double>(lim.stall_seconds);
 
   LoadReport rep;
-  rep.file = file;
+  rep.file = vfs::display(file);  // a URL without its userinfo and its query's secrets
   rep.device = device.str();
   rep.libtorch = torchb::libtorch_version();
   rep.empty_init = o.empty_init;
@@ -224,7 +225,7 @@ int run_load(const LoadOptions& o) {
   if (shape == JsonShape::Lines) plan.error_records_for = "load";
   if (in.several && shape == JsonShape::None)
     plan.header = [](size_t index, const InputItem& item, std::FILE* out) {
-      fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(item.name));
+      fmt::print(out, "{}==> {} <==\n", index ? "\n" : "", visible(vfs::display(item.name)));
     };
   return run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE*) {
     // ckpt-torch's start-up counts once, in the first file's time.

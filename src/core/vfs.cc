@@ -99,9 +99,13 @@ std::string display(const std::string& url) {
     const std::string kv = query.substr(pos, amp - pos);
     const size_t eq = kv.find('=');
     const std::string key = lowered(kv.substr(0, eq));
-    bool secret = false;
-    for (const char* s : {"sig", "token", "cred", "key", "auth", "pass", "secret", "policy"})
-      if (key.find(s) != std::string::npos) secret = true;
+    // Every value is redacted but those of a short list of keys known to be harmless: a secret's key can
+    // be any name (sessionid, sv, sp, ...).
+    bool secret = true;
+    for (const char* s : {"revision", "rev", "ref", "branch", "download", "dl", "raw", "versionid", "version", "x-amz-date",
+                          "x-amz-expires", "x-amz-signedheaders", "x-amz-algorithm", "expires", "response-content-type",
+                          "response-content-disposition", "filename", "format", "partnumber"})
+      if (key == s) secret = false;
     out += first ? "" : "&";
     out += secret && eq != std::string::npos ? kv.substr(0, eq) + "=REDACTED" : kv;
     first = false;

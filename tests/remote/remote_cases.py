@@ -751,6 +751,20 @@ def cases_failures(T, bad, envs, medium, files, **_):
         with T.case("fail: the ETag changes between requests: an error saying the file changed") as c:
             r, entries = failure(c, "etag", "medium.pt", (3, 4), r"chang")
             c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
+    if T.wanted("secrets"):
+        with T.case("secrets: a URL's password and query secrets appear in no command's output, in any format") as c:
+            pw, sid = "pw" + os.urandom(5).hex(), "sid" + os.urandom(5).hex()
+            T.secrets |= {pw, sid}
+            u = bad.url_for("ok", "model.safetensors").replace("://", f"://user:{pw}@", 1) + f"?sessionid={sid}&download=1"
+            runs = [["summary", u], ["summary", "--json", u], ["summary", "--jsonl", u], ["summary", "--format", "markdown", u],
+                    ["check", u], ["check", "--json", u], ["check", "--format", "sarif", u], ["diff", u, u],
+                    ["diff", "--json", u, u], ["diff", "--values", u, u], ["load", "--device", "meta", u],
+                    ["load", "--device", "meta", "--json", u], ["load", "--device", "meta", "--jsonl", u, u],
+                    ["summary", "--jsonl", u.replace("/ok/", "/missing/")], ["load", "--device", "meta", u.replace("/ok/", "/missing/")]]
+            for args in runs:
+                r = T.run(args, env)
+                T.clean(c, r)
+                c.expect(r.rc in (0, 1, 3), f"{r}: exit {r.rc}")
     if T.wanted("fail: ctletag"):
         with T.case("fail: an ETag holding a bare CR is never sent back (no If-Range): success") as c:
             r, entries = success(c, "ctletag", "medium.pt", med_loc)
