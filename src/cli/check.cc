@@ -127,7 +127,7 @@ int run_check(const CheckOptions& o) {
     std::vector<std::string> verified;
     bool environment = false;
     try {
-      if (!item.error.empty()) throw InputError(item.name, item.error);
+      item.raise();
       if (item.name != "-" && vfs::kind(item.name) == vfs::Kind::Missing) (void)vfs::open(item.name);  // "cannot open"
       result = check_named(item.name, lim);
       if ((o.verify || o.values) && result.read_error.empty() && result.checkpoint) {

@@ -150,9 +150,19 @@ Expanded expand_inputs(const InputOptions& o) {
     throw UsageError("'-' (stdin) given more than once: stdin is read once");
   Expanded e;
   e.several = o.files.size() > 1;
+  // An operand that cannot even be classified (a remote listing refused: 401, 404) is one failed input;
+  // the others still run.
   for (const std::string& f : o.files) {
-    if (f == "-" || !vfs::is_dir(f) || is_checkpoint_dir(f)) {
-      e.items.push_back({f, ""});
+    try {
+      if (f == "-" || !vfs::is_dir(f) || is_checkpoint_dir(f)) {
+        e.items.push_back({f, ""});
+        continue;
+      }
+    } catch (const InputError& x) {
+      e.items.push_back({f, x.what()});
+      continue;
+    } catch (const EnvironmentError& x) {
+      e.items.push_back({f, x.what(), true});
       continue;
     }
     e.several = true;
@@ -169,6 +179,12 @@ Expanded expand_inputs(const InputOptions& o) {
     }
   }
   return e;
+}
+
+void InputItem::raise() const {
+  if (error.empty()) return;
+  if (environment) throw EnvironmentError(error);
+  throw InputError(name, error);
 }
 
 bool write_all(int fd, const void* p, size_t n) {
@@ -313,7 +329,7 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
   std::string msg;
   int rc = kExitBadInput;
   try {
-    if (!item.error.empty() && !plan.task_sees_walk_errors) throw InputError(item.name, item.error);
+    if (!plan.task_sees_walk_errors) item.raise();
     return task(index, item, out, err);
   } catch (const UsageError&) { throw; } catch (const InputError& e) {
     msg = e.render();

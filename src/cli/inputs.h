@@ -32,7 +32,10 @@ extern const char* const kCheckpointExtensions[];
 // that error.
 struct InputItem {
   std::string name;
-  std::string error;
+  std::string error;  // why it cannot be read ("": it can): a walk's or a listing's failure
+  bool environment = false;  // the error is the environment's (a 401, the network): exit 4, not 3
+  // Throws the item's error: an InputError naming it, or the EnvironmentError (whose text names it).
+  void raise() const;
 };
 
 struct Expanded {

@@ -114,7 +114,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
     std::vector<Record> records;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      if (!in.items[index].error.empty()) throw InputError(in.items[index].name, in.items[index].error);
+      in.items[index].raise();
       // With one input freed by exit, as in summary.cc (sanitizer builds free it, so LeakSanitizer stays
       // meaningful); with several, freed before the next.
       std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_named(in.items[index].name, lim));

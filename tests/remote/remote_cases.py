@@ -594,6 +594,17 @@ def cases_hf(T, ng, envs, hf_token, wrong_token, gpt2, bert, **_):
             r = T.run(["diff", url, loc], tenv)
             if T.ok(c, r):
                 c.expect("same:" in r.out, f"{r}: diff does not say 'same:'")
+    if T.wanted("hf: isolated"):
+        with T.case("hf: a folder whose listing is refused (401) is one failed input: the local file after it is still read") as c:
+            folder = "hf://org/gated"
+            r = T.run(["summary", "--jsonl", folder, loc], env)
+            T.clean(c, r)
+            c.expect(r.rc == 4, f"{r}: expected exit 4 (the worst)")
+            docs = [json.loads(l) for l in r.out.splitlines() if l.strip()]
+            c.expect([d.get("schema") for d in docs] == ["ckpt.error/1", "ckpt.summary/1"], f"{r}: documents {docs}")
+            if docs and docs[0].get("schema") == "ckpt.error/1":
+                c.expect(docs[0].get("exit") == 4 and "HF_TOKEN" in docs[0].get("error", ""), f"{r}: {docs[0]}")
+            c.expect(len(r.err.splitlines()) == 1, f"{r}: expected one stderr line")
     if T.wanted("hf: missing"):
         with T.case("hf: a file the repo does not have: exit 3, one line naming the URL") as c:
             u = "hf://org/files/nope.safetensors"
