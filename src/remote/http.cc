@@ -112,6 +112,7 @@ struct Transfer {
   std::string body;  // 200 body, or the first 4 KiB of an error body
   std::string refused;  // why the write callback stopped the transfer
   bool checked = false;  // the status / range of the final response was checked at its first body byte
+  bool body_cut = false;  // an error body longer than kErrorBody: the transfer was stopped, the status stands
   uint64_t range_first = 0, range_last = 0, range_total = UINT64_MAX;
   bool has_range = false;
 };
@@ -175,6 +176,8 @@ bool range_as_asked(const Transfer& t, const Request& r) {
   return t.range_last == r.last || (t.range_total != UINT64_MAX && t.range_last + 1 == t.range_total);
 }
 
+constexpr uint64_t kErrorBody = 64 << 10;
+
 size_t on_body(char* p, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const Request& r = *t->req;
@@ -210,8 +213,12 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
       return 0;
     }
     t->body.append(p, len);
-  } else if (t->body.size() < 4096) {
-    t->body.append(p, std::min<size_t>(len, 4096 - t->body.size()));
+  } else {  // an error's body: its first 4 KiB kept, at most kErrorBody read (an endless one is cut)
+    if (t->body.size() < 4096) t->body.append(p, std::min<size_t>(len, 4096 - t->body.size()));
+    if (t->written + len > kErrorBody) {
+      t->body_cut = true;
+      return 0;
+    }
   }
   t->written += len;
   if (r.stats) r.stats->bytes += len;
@@ -373,7 +380,7 @@ Response get(const Request& r) {
     };
     const bool can_retry = attempt < st.retries;
 
-    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && !t.refused.empty())) {
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && (!t.refused.empty() || t.body_cut))) {
       const std::string what = errbuf[0] ? errbuf : api().easy_strerror(rc);
       if (retryable_curl(rc) && can_retry) {
         backoff(UINT64_MAX);

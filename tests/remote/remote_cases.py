@@ -776,6 +776,11 @@ def cases_failures(T, bad, envs, medium, files, **_):
                 r = T.run(args, env)
                 T.clean(c, r)
                 c.expect(r.rc in (0, 1, 3), f"{r}: exit {r.rc}")
+    if T.wanted("fail: endless404"):
+        with T.case("fail: a 404 whose body never ends: exit 3 within seconds, at most 64 KiB of it read") as c:
+            r, entries = failure(c, "endless404", "model.safetensors", (3,), timeout=30)
+            c.expect(r.secs < 10, f"{r}: took {r.secs:.1f} s")
+            c.expect(entries and max(e["bytes"] for e in entries) < (4 << 20), f"server sent {[e['bytes'] for e in entries]} bytes")
     if T.wanted("fail: ctletag"):
         with T.case("fail: an ETag holding a bare CR is never sent back (no If-Range): success") as c:
             r, entries = success(c, "ctletag", "medium.pt", med_loc)

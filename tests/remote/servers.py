@@ -74,6 +74,7 @@ are served under /KIND/NAME where KIND is one of
   works), busy (the first request of the file is a 429 with Retry-After: 1), norange (Range ignored: 200
   and the whole body, Accept-Ranges: none), etag (the ETag changes after the first request; an If-Range
   that no longer matches gets a 200 with the whole body, RFC 9110 13.1.5), ctletag (an ETag holding a bare CR),
+  endless404 (a 404 whose body never ends),
   stall (206 status and headers,
   then no body byte for `stall_seconds`, connection left open), reset (the first request of the file:
   connection closed with a TCP RST and no response; then ok), short (a 206/200 whose body stops halfway
@@ -1080,7 +1081,7 @@ class S3Gateway(_ThreadedServer):
 # the misbehaving HTTP server
 
 KINDS = ("ok", "missing", "auth", "forbidden", "flaky", "busy", "norange", "etag", "stall", "reset", "short", "shortonce",
-         "ctletag")
+         "ctletag", "endless404")
 
 
 class _BadHandler(http.server.BaseHTTPRequestHandler):
@@ -1200,6 +1201,18 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
             return self._serve(data, etag, entry)
         if kind == "stall":
             return self._serve(data, etag, entry, stall=True)
+        if kind == "endless404":  # a 404 whose body never ends (until the client hangs up, or 1 GiB / 20 s)
+            entry["status"] = 404
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            chunk, t0 = b"not found " * 6554, time.time()
+            with contextlib.suppress(OSError):
+                while entry["bytes"] < (1 << 30) and time.time() - t0 < 20 and not srv.stopping.is_set():
+                    self.wfile.write(chunk)
+                    entry["bytes"] += len(chunk)
+            return self._drop(rst=False)
         if kind == "ctletag":  # an ETag holding a bare CR: a client that echoes it in If-Range injects a header
             return self._serve(data, etag[:-1] + '\rX-Injected: 1"', entry)
         if kind == "reset":
