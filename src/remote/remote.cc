@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -22,6 +23,8 @@ namespace {
 
 constexpr uint64_t kMaxListing = 64ull << 20;  // one page of a listing
 constexpr uint64_t kMaxPages = 10000;
+constexpr uint64_t kMaxListingBytes = 256ull << 20;  // all pages of one listing
+constexpr size_t kMaxListingEntries = 1'000'000;  // files and folders of one repo (the largest hold ~100k)
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -365,6 +368,7 @@ class RemoteFs : public vfs::Remote {
     RepoTree t;
     t.dirs.insert("");
     std::string next = fmt::format("{}/api/{}/{}/tree/{}?recursive=true", hf_endpoint(), p.kind, p.repo, url_encode(p.revision, false));
+    uint64_t listed = 0;  // bytes of the pages so far
     for (uint64_t page = 0; !next.empty(); ++page) {
       if (page >= kMaxPages) throw InputError(display, fmt::format("the repo's listing has more than {} pages", kMaxPages));
       Request r;
@@ -407,9 +411,30 @@ class RemoteFs : public vfs::Remote {
           t.files[path] = size;
         }
       }
+      listed += resp.body.size();
+      if (listed > kMaxListingBytes || t.files.size() + t.dirs.size() > kMaxListingEntries)
+        throw InputError(display, fmt::format("the repo's listing exceeds {} entries or {} bytes: refused", kMaxListingEntries,
+                                              kMaxListingBytes));
       next = next_link(resp.link);
+      if (!next.empty() && next.front() == '/') next = origin(hf_endpoint()) + next;
+      // The token goes to the endpoint only: a next page elsewhere is refused, not fetched with it.
+      if (!next.empty() && origin(next) != origin(hf_endpoint()))
+        throw InputError(display, fmt::format("the listing's next page is on another host ({}): refused (HF_TOKEN is for {})",
+                                              display_url(origin(next)), display_url(origin(hf_endpoint()))));
     }
     return trees_.emplace(key, std::move(t)).first->second;
+  }
+
+  // "scheme://host[:port]" of a URL, lowercased (userinfo left out).
+  static std::string origin(const std::string& url) {
+    const size_t s = url.find("://");
+    if (s == std::string::npos) return "";
+    const size_t end = url.find_first_of("/?#", s + 3);
+    std::string o = url.substr(0, end);
+    const size_t at = o.rfind('@');
+    if (at != std::string::npos && at > s) o.erase(s + 3, at - s - 2);
+    for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return o;
   }
 
   // The URL of rel="next" in a Link header, "" when none.
