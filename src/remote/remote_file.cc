@@ -54,6 +54,7 @@ std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
 
 RemoteFile::~RemoteFile() {
   if (buf_) ::munmap(buf_, map_bytes_);
+  if (bits_) ::munmap(bits_, bits_bytes_);
 }
 
 void RemoteFile::allocate(uint64_t size) {
@@ -69,7 +70,13 @@ void RemoteFile::allocate(uint64_t size) {
   if (p == MAP_FAILED)
     throw EnvironmentError(fmt::format("{}: cannot reserve {} bytes of address space: {}", spec_.display, size, std::strerror(errno)));
   buf_ = static_cast<uint8_t*>(p);
-  bits_.reset(new std::atomic<uint64_t>[(blocks_ + 63) / 64 + 1]());
+  // The bitmap too: anonymous zero pages, touched only where blocks are (2 MiB for a claimed 64 TiB
+  // that is never read, not 128 MiB).
+  bits_bytes_ = ((blocks_ + 63) / 64 + 1) * sizeof(uint64_t);
+  void* b = ::mmap(nullptr, bits_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (b == MAP_FAILED)
+    throw EnvironmentError(fmt::format("{}: cannot reserve {} bytes of address space: {}", spec_.display, bits_bytes_, std::strerror(errno)));
+  bits_ = static_cast<std::atomic<uint64_t>*>(b);  // zero-filled: every block absent
 }
 
 void RemoteFile::note_redirect(const std::string& effective) const {

@@ -67,7 +67,8 @@ class RemoteFile : public FileSource {
   mutable std::mutex url_mu_;  // url_, auth_, etag_
   uint8_t* buf_ = nullptr;
   uint64_t size_ = 0, map_bytes_ = 0, blocks_ = 0;
-  mutable std::unique_ptr<std::atomic<uint64_t>[]> bits_;
+  std::atomic<uint64_t>* bits_ = nullptr;  // zero pages mapped lazily: a claimed 64 TiB costs no memory until read
+  uint64_t bits_bytes_ = 0;
   mutable std::mutex fetch_mu_;  // one ensure() fetching at a time (its parts run in parallel)
   std::shared_ptr<vfs::Transfer> stats_;
 };
