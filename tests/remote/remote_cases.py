@@ -775,7 +775,8 @@ def cases_failures(T, bad, envs, medium, files, **_):
             for args in runs:
                 r = T.run(args, env)
                 T.clean(c, r)
-                c.expect(r.rc in (0, 1, 3), f"{r}: exit {r.rc}")
+                no_torch = args[0] == "load" and r.rc == 4 and "needs ckpt-torch" in r.err  # a build without LibTorch
+                c.expect(r.rc in (0, 1, 3) or no_torch, f"{r}: exit {r.rc}")
     if T.wanted("fail: endless404"):
         with T.case("fail: a 404 whose body never ends: exit 3 within seconds, at most 64 KiB of it read") as c:
             r, entries = failure(c, "endless404", "model.safetensors", (3,), timeout=30)
