@@ -468,7 +468,10 @@ std::string origin_of(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return "";
   const size_t end = url.find_first_of("/?#", scheme + 3);
-  return lower(url.substr(0, end));
+  std::string o = url.substr(0, end);
+  const size_t at = o.rfind('@');  // user:password@ is no part of the host
+  if (at != std::string::npos && at > scheme) o.erase(scheme + 3, at - scheme - 2);
+  return lower(o);
 }
 
 }  // namespace ckpt::remote

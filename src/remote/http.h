@@ -68,12 +68,12 @@ struct Response {
 // Sends the request, retrying as above; returns a 2xx (or an accepted 416) response, else throws.
 Response get(const Request& r);
 
-// The URL as errors may show it: user:password@ removed, the values of query parameters that carry
-// secrets (signatures, tokens, credentials, keys) replaced by REDACTED.
+// The URL as errors may show it (vfs::display): user:password@ removed, every query value but those of a
+// few harmless keys replaced by REDACTED.
 std::string display_url(const std::string& url);
 // Percent-encodes everything but unreserved characters (and '/' when keep_slash).
 std::string url_encode(const std::string& s, bool keep_slash);
-// scheme://host[:port] of a URL ("" when it has none).
+// scheme://host[:port] of a URL, lowercased, without user:password@ ("" when it has none).
 std::string origin_of(const std::string& url);
 
 }  // namespace ckpt::remote

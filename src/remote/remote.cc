@@ -416,25 +416,13 @@ class RemoteFs : public vfs::Remote {
         throw InputError(display, fmt::format("the repo's listing exceeds {} entries or {} bytes: refused", kMaxListingEntries,
                                               kMaxListingBytes));
       next = next_link(resp.link);
-      if (!next.empty() && next.front() == '/') next = origin(hf_endpoint()) + next;
+      if (!next.empty() && next.front() == '/') next = origin_of(hf_endpoint()) + next;
       // The token goes to the endpoint only: a next page elsewhere is refused, not fetched with it.
-      if (!next.empty() && origin(next) != origin(hf_endpoint()))
+      if (!next.empty() && origin_of(next) != origin_of(hf_endpoint()))
         throw InputError(display, fmt::format("the listing's next page is on another host ({}): refused (HF_TOKEN is for {})",
-                                              display_url(origin(next)), display_url(origin(hf_endpoint()))));
+                                              display_url(origin_of(next)), display_url(origin_of(hf_endpoint()))));
     }
     return trees_.emplace(key, std::move(t)).first->second;
-  }
-
-  // "scheme://host[:port]" of a URL, lowercased (userinfo left out).
-  static std::string origin(const std::string& url) {
-    const size_t s = url.find("://");
-    if (s == std::string::npos) return "";
-    const size_t end = url.find_first_of("/?#", s + 3);
-    std::string o = url.substr(0, end);
-    const size_t at = o.rfind('@');
-    if (at != std::string::npos && at > s) o.erase(s + 3, at - s - 2);
-    for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return o;
   }
 
   // The URL of rel="next" in a Link header, "" when none.

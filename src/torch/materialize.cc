@@ -171,7 +171,7 @@ Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const
   } catch (const InputError&) {
     sink->abort();
     throw;
-  } catch (const EnvironmentError&) {  // a stall, a CUDA error: the file's name is in it or added below
+  } catch (const EnvironmentError&) {  // a stall, a CUDA error: it names the file already
     sink->abort();
     throw;
   } catch (const std::exception& e) {  // the device refused (out of memory, a CUDA error): exit 4
