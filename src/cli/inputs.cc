@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,7 @@
 #include "core/security.h"
 #include "core/sharded.h"
 #include "core/text.h"
+#include "core/threads.h"
 #include "core/vfs.h"
 
 namespace ckpt::cli {
@@ -370,6 +372,26 @@ std::string close_stream(std::FILE* f, char*& buf, size_t& len) {
   return s;
 }
 
+// One input run with its output and errors kept in memory, to be printed in input order.
+Slot run_buffered(const InputItem& item, const RunPlan& plan, const InputTask& task, size_t i) {
+  Slot s;
+  char *obuf = nullptr, *ebuf = nullptr;
+  size_t olen = 0, elen = 0;
+  std::FILE* out = ::open_memstream(&obuf, &olen);
+  std::FILE* err = ::open_memstream(&ebuf, &elen);
+  if (!out || !err) {
+    s.fatal = std::make_exception_ptr(EnvironmentError("cannot allocate an output buffer"));
+  } else {
+    try {
+      s.rc = run_one(item, plan, task, i, out, err);
+    } catch (...) { s.fatal = std::current_exception(); }
+  }
+  if (out) s.out = close_stream(out, obuf, olen);
+  if (err) s.err = close_stream(err, ebuf, elen);
+  s.done = true;
+  return s;
+}
+
 }  // namespace
 
 int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const InputTask& task) {
@@ -381,37 +403,28 @@ int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const I
     }
     return worst;
   }
-  // Workers take inputs in order and keep at most `window` finished results waiting for an earlier one.
+  // Workers take inputs in order and keep at most `window` finished results waiting for an earlier one;
+  // the calling thread prints them in order. One pool (run_threads): a worker that cannot start, or a
+  // printer that fails, stops the others, whose waits poll `stop`.
   const size_t window = 4 * static_cast<size_t>(plan.jobs);
   std::vector<Slot> slots(items.size());
   std::mutex mu;
   std::condition_variable cv;
   size_t next = 0, printed = 0;
-  bool stop = false;
+  std::atomic<bool> stop{false};
+  const auto wait = [&](std::unique_lock<std::mutex>& lock, const auto& ready) {
+    while (!stop && !ready()) cv.wait_for(lock, std::chrono::milliseconds(50));
+    return !stop;
+  };
   auto worker = [&] {
     for (;;) {
       size_t i;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || next >= items.size() || next < printed + window; });
-        if (stop || next >= items.size()) return;
+        if (!wait(lock, [&] { return next >= items.size() || next < printed + window; }) || next >= items.size()) return;
         i = next++;
       }
-      Slot s;
-      char *obuf = nullptr, *ebuf = nullptr;
-      size_t olen = 0, elen = 0;
-      std::FILE* out = ::open_memstream(&obuf, &olen);
-      std::FILE* err = ::open_memstream(&ebuf, &elen);
-      if (!out || !err) {
-        s.fatal = std::make_exception_ptr(EnvironmentError("cannot allocate an output buffer"));
-      } else {
-        try {
-          s.rc = run_one(items[i], plan, task, i, out, err);
-        } catch (...) { s.fatal = std::current_exception(); }
-      }
-      if (out) s.out = close_stream(out, obuf, olen);
-      if (err) s.err = close_stream(err, ebuf, elen);
-      s.done = true;
+      Slot s = run_buffered(items[i], plan, task, i);
       {
         std::lock_guard<std::mutex> lock(mu);
         slots[i] = std::move(s);
@@ -419,30 +432,31 @@ int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const I
       cv.notify_all();
     }
   };
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < plan.jobs; ++t) threads.emplace_back(worker);
   std::exception_ptr fatal;
-  for (size_t i = 0; i < items.size() && !fatal; ++i) {
-    Slot s;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return slots[i].done; });
-      s = std::move(slots[i]);
-      slots[i] = Slot{};
+  auto printer = [&] {
+    for (size_t i = 0; i < items.size() && !fatal; ++i) {
+      Slot s;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        if (!wait(lock, [&] { return slots[i].done; })) return;
+        s = std::move(slots[i]);
+        slots[i] = Slot{};
+      }
+      write_output(plan.out, s.out);
+      flush_output(plan.out);
+      std::fwrite(s.err.data(), 1, s.err.size(), plan.err);
+      worst = worse_exit(worst, s.rc);
+      fatal = s.fatal;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        printed = i + 1;
+      }
+      cv.notify_all();
     }
-    write_output(plan.out, s.out);
-    flush_output(plan.out);
-    std::fwrite(s.err.data(), 1, s.err.size(), plan.err);
-    worst = worse_exit(worst, s.rc);
-    fatal = s.fatal;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      printed = i + 1;
-      if (fatal) stop = true;
-    }
+    stop = true;  // all printed (or a fatal error): the workers still waiting go
     cv.notify_all();
-  }
-  for (std::thread& t : threads) t.join();
+  };
+  run_threads(plan.jobs + 1, stop, [&](unsigned j) { j == 0 ? printer() : worker(); });
   if (fatal) std::rethrow_exception(fatal);
   return worst;
 }

@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 #ifndef CKPT_VERSION
 #define CKPT_VERSION "0.0.0"
@@ -38,6 +39,10 @@ struct Command {
 // pipe, a file over its size limit) is exit 4 with one line on stderr, never a silent truncated report.
 int checked(int rc) {
   ckpt::cli::flush_output(stdout);
+  // Remote files whose server gives no validator: a change between their requests went unseen.
+  for (const std::string& name : ckpt::vfs::unverified())
+    fmt::print(stderr, "ckpt: warning: {}: the server sends neither a strong ETag nor Last-Modified: a change to the file "
+               "between its requests could not be detected\n", ckpt::visible(name));
   if (!std::ferror(stdout)) return rc;
   const int err = ckpt::output_errno() ? ckpt::output_errno() : EIO;
   std::fprintf(stderr, "ckpt: error: cannot write to standard output: %s\n", std::strerror(err));

@@ -191,7 +191,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
     const vfs::Transfer& t = transfer.stats();
     const vfs::Transfer* before = several ? nullptr : &vfs::process_transfer();
     s.fetched = Summary::Fetched{vfs::display(name), t.requests + (before ? before->requests.load() : 0), t.bytes + (before ? before->bytes.load() : 0),
-                                 t.files + (before ? before->files.load() : 0)};
+                                 t.files + (before ? before->files.load() : 0), t.unverified + (before ? before->unverified.load() : 0)};
   }
   if (format == OutputFormat::JsonLines) {
     const std::string line = json_line(summary_json_text(s));

@@ -34,6 +34,7 @@ constexpr LimitField kLimitFields[] = {
     {"pickle-ops", &Limits::pickle_ops},     {"pickle-bytes", &Limits::pickle_bytes}, {"zip-entries", &Limits::zip_entries},
     {"tensors", &Limits::tensors},           {"walk-nodes", &Limits::walk_nodes},     {"inflate-bytes", &Limits::inflate_bytes},
     {"stdin-bytes", &Limits::stdin_bytes},   {"connect-seconds", &Limits::connect_seconds}, {"stall-seconds", &Limits::stall_seconds},
+    {"low-speed", &Limits::low_speed},       {"request-seconds", &Limits::request_seconds},
     {"retries", &Limits::retries},           {"download-bytes", &Limits::download_bytes}};
 }  // namespace
 

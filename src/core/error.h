@@ -78,18 +78,21 @@ struct Limits {
   // pipe that never ends must not fill the disk. 64 GiB holds any single-file checkpoint published today
   // (a 30B-parameter model in fp16); larger ones come sharded, as directories, which stdin cannot carry.
   uint64_t stdin_bytes = 64ull << 30;
-  // Remote inputs (https://, hf://, s3://): seconds to connect, seconds a transfer may move no byte,
-  // retries of a request after a 429 / 5xx / connection reset, and the largest whole download taken from
-  // a server that ignores Range (0: none larger than the first range of 256 KiB).
+  // Remote inputs (https://, hf://, s3://): seconds to connect; a transfer slower than low-speed bytes per
+  // second over stall-seconds is abandoned; seconds one request may take in all (its redirects and
+  // retries included); retries of a request after a 429 / 5xx / connection reset; the largest whole
+  // download taken from a server that ignores Range (0: none larger than the first range of 256 KiB).
   uint64_t connect_seconds = 10;
   uint64_t stall_seconds = 30;
+  uint64_t low_speed = 1024;
+  uint64_t request_seconds = 300;
   uint64_t retries = 4;
   uint64_t download_bytes = 0;
 };
 
 // Sets one limit by its command-line name (pickle-depth, memo-entries, string-bytes, pickle-ops,
 // pickle-bytes, zip-entries, tensors, walk-nodes, inflate-bytes, stdin-bytes, connect-seconds, stall-seconds,
-// retries, download-bytes); `value` may end in k, M or G (x1024).
+// low-speed, request-seconds, retries, download-bytes); `value` may end in k, M or G (x1024).
 // Returns "" or what was wrong.
 std::string set_limit(Limits& limits, const std::string& name, const std::string& value);
 // "name=default, ..." for help texts.

@@ -97,8 +97,9 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
     line("File", fmt::format("{} ({})", ck.path, human_bytes(ck.file_size)));
   }
   if (const auto& f = s.fetched)
-    line("Fetched", fmt::format("{} request{}, {} ({} file{})", f->requests, f->requests == 1 ? "" : "s", human_bytes(f->bytes),
-                                f->files, f->files == 1 ? "" : "s"));
+    line("Fetched", fmt::format("{} request{}, {} ({} file{}){}", f->requests, f->requests == 1 ? "" : "s", human_bytes(f->bytes),
+                                f->files, f->files == 1 ? "" : "s",
+                                f->unverified ? fmt::format("; {} not checked for changes between requests (no ETag or Last-Modified)", f->unverified) : ""));
   std::string fmtline = format_title(ck);
   std::vector<std::string> bits;
   if (!ck.prefix.empty()) bits.push_back("prefix " + ck.prefix + "/");
@@ -495,7 +496,10 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["schema"] = kSummarySchema;
   j["file"] = ck.path;
   j["file_size"] = ck.file_size;
-  if (const auto& f = s.fetched) j["remote"] = J{{"url", f->url}, {"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};
+  if (const auto& f = s.fetched) {
+    j["remote"] = J{{"url", f->url}, {"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};
+    if (f->unverified) j["remote"]["unverified"] = f->unverified;
+  }
   j["format"] = to_string(ck.format);
   j["container"] = container_text(ck);
   j["prefix"] = ck.prefix;

@@ -119,6 +119,7 @@ struct Summary {
   struct Fetched {
     std::string url;  // the input as given (secrets redacted)
     uint64_t requests = 0, bytes = 0, files = 0;
+    uint64_t unverified = 0;  // files whose server gives no validator (vfs::Transfer::unverified)
   };
   std::optional<Fetched> fetched;
 };

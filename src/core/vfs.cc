@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -142,6 +143,21 @@ std::shared_ptr<Transfer>& process() {
   return p;
 }
 }  // namespace
+
+namespace {
+std::mutex g_unverified_mu;
+std::vector<std::string> g_unverified;
+}  // namespace
+
+void note_unverified(const std::string& display) {
+  std::lock_guard<std::mutex> lock(g_unverified_mu);
+  if (std::find(g_unverified.begin(), g_unverified.end(), display) == g_unverified.end()) g_unverified.push_back(display);
+}
+
+std::vector<std::string> unverified() {
+  std::lock_guard<std::mutex> lock(g_unverified_mu);
+  return g_unverified;
+}
 
 std::shared_ptr<Transfer> current_transfer() { return t_current ? t_current : process(); }
 const Transfer& process_transfer() { return *process(); }

@@ -65,7 +65,13 @@ struct Transfer {
   std::atomic<uint64_t> requests{0};  // HTTP requests sent (a redirect followed is one more)
   std::atomic<uint64_t> bytes{0};  // response body bytes received
   std::atomic<uint64_t> files{0};  // remote files opened
+  // Remote files read in more than one response from a server that gives neither a strong ETag nor a
+  // Last-Modified: a change between two of their requests could not be detected.
+  std::atomic<uint64_t> unverified{0};
 };
+// Such files of the whole process, by display name, each once (the CLI warns about them at exit).
+void note_unverified(const std::string& display);
+std::vector<std::string> unverified();
 // The innermost scope of this thread (the process-wide one when none is open).
 std::shared_ptr<Transfer> current_transfer();
 // What was counted outside every scope (listings made while expanding the operands).

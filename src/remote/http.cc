@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,6 +40,11 @@ struct Api {
   decltype(&curl_easy_strerror) easy_strerror;
   decltype(&curl_slist_append) slist_append;
   decltype(&curl_slist_free_all) slist_free_all;
+  decltype(&curl_url) url;
+  decltype(&curl_url_set) url_set;
+  decltype(&curl_url_get) url_get;
+  decltype(&curl_url_cleanup) url_cleanup;
+  decltype(&curl_free) free;
 };
 
 const Api& api() {
@@ -67,6 +74,11 @@ const Api& api() {
     get(a.easy_strerror, "curl_easy_strerror");
     get(a.slist_append, "curl_slist_append");
     get(a.slist_free_all, "curl_slist_free_all");
+    get(a.url, "curl_url");
+    get(a.url_set, "curl_url_set");
+    get(a.url_get, "curl_url_get");
+    get(a.url_cleanup, "curl_url_cleanup");
+    get(a.free, "curl_free");
   });
   if (!error.empty())
     throw EnvironmentError(fmt::format("cannot load libcurl for remote inputs ({}): install libcurl4", error));
@@ -106,11 +118,14 @@ bool parse_u64(std::string_view s, uint64_t* out) {
 struct Transfer {
   const Request* req = nullptr;
   long status = 0;
-  std::string etag, link, content_range, retry_after;
+  std::string etag, last_modified, link, content_range, retry_after, location;
   uint64_t content_length = UINT64_MAX;
   uint64_t written = 0;  // body bytes taken
   std::string body;  // 200 body, or the first 4 KiB of an error body
+  uint8_t* whole = nullptr;  // a 200 body's destination (Request::whole), whole_cap bytes
+  uint64_t whole_cap = 0;
   std::string refused;  // why the write callback stopped the transfer
+  std::exception_ptr failure;  // Request::whole threw (no exception crosses libcurl): rethrown by get()
   bool checked = false;  // the status / range of the final response was checked at its first body byte
   bool body_cut = false;  // an error body longer than kErrorBody: the transfer was stopped, the status stands
   uint64_t range_first = 0, range_last = 0, range_total = UINT64_MAX;
@@ -125,6 +140,12 @@ bool entity_tag(std::string_view v) {
   for (unsigned char c : v.substr(1, v.size() - 2))
     if (!(c == 0x21 || (c >= 0x23 && c <= 0x7e) || c >= 0x80)) return false;
   return true;
+}
+
+// What an HTTP-date (RFC 9110 5.6.7) is made of, at most 64 characters: compared, never parsed, never sent.
+bool http_date_chars(std::string_view v) {
+  if (v.empty() || v.size() > 64) return false;
+  return std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalnum(c) || c == ' ' || c == ',' || c == ':' || c == '-'; });
 }
 
 size_t on_header(char* p, size_t size, size_t n, void* user) {
@@ -144,7 +165,9 @@ size_t on_header(char* p, size_t size, size_t n, void* user) {
   const std::string name = lower(std::string(line.substr(0, colon)));
   const std::string value = trim(line.substr(colon + 1));
   if (name == "etag") t->etag = entity_tag(value) ? value : std::string();  // never echo a control into If-Range
+  else if (name == "last-modified") t->last_modified = http_date_chars(value) ? value : std::string();
   else if (name == "link") t->link = value;
+  else if (name == "location") t->location = value.substr(0, 8192);
   else if (name == "content-range") t->content_range = value;
   else if (name == "retry-after") t->retry_after = value;
   else if (name == "content-length") {
@@ -198,6 +221,16 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
         t->refused = "too large";
         return 0;
       }
+      if (r.whole) {
+        t->whole_cap = t->content_length != UINT64_MAX ? t->content_length : r.max_body;
+        try {
+          t->whole = r.whole(t->whole_cap);
+        } catch (...) {
+          t->failure = std::current_exception();
+          t->refused = "failure";
+          return 0;
+        }
+      }
     }
   }
   if (t->status == 206 && r.ranged) {
@@ -208,12 +241,13 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
     }
     std::memcpy(r.dst + t->written, p, len);
   } else if (t->status >= 200 && t->status < 300) {
-    if (t->written + len > r.max_body) {
+    if (t->written + len > (t->whole ? t->whole_cap : r.max_body)) {
       t->refused = "too large";
       return 0;
     }
-    t->body.append(p, len);
-  } else {  // an error's body: its first 4 KiB kept, at most kErrorBody read (an endless one is cut)
+    if (t->whole) std::memcpy(t->whole + t->written, p, len);
+    else t->body.append(p, len);
+  } else {  // an error's or a redirect's body: its first 4 KiB kept, at most kErrorBody read (an endless one is cut)
     if (t->body.size() < 4096) t->body.append(p, std::min<size_t>(len, 4096 - t->body.size()));
     if (t->written + len > kErrorBody) {
       t->body_cut = true;
@@ -314,103 +348,199 @@ void init() {
   });
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxRedirects = 10;
+
+// A Location resolved against the URL it came from (RFC 3986 5.2, by libcurl's URL parser); "" when it is
+// no URL. libcurl resolves it only for a transfer it completes, and a redirect's body is cut short.
+std::string resolve(const std::string& base, const std::string& location) {
+  CURLU* u = api().url();
+  if (!u) return "";
+  std::string out;
+  char* text = nullptr;
+  if (api().url_set(u, CURLUPART_URL, base.c_str(), 0) == CURLUE_OK &&
+      api().url_set(u, CURLUPART_URL, location.c_str(), CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK &&
+      api().url_get(u, CURLUPART_URL, &text, 0) == CURLUE_OK && text)
+    out = text;
+  if (text) api().free(text);
+  api().url_cleanup(u);
+  return out;
+}
+
+// One exchange with one URL, no redirect followed.
+struct Exchange {
+  CURLcode rc = CURLE_OK;
+  Transfer t;
+  std::string location;  // a redirect's target, resolved against the URL
+  std::string what;  // libcurl's error text
+  bool timed_out_overall = false;  // the request's deadline, not the low-speed or connect limit
+};
+
+void set_auth(CURL* h, const Auth& a, const std::function<void(const std::string&)>& add) {
+  if (!a.bearer.empty()) add("Authorization: Bearer " + a.bearer);
+  if (!a.sigv4.empty()) {
+    api().easy_setopt(h, CURLOPT_AWS_SIGV4, a.sigv4.c_str());
+    api().easy_setopt(h, CURLOPT_USERPWD, a.userpwd.c_str());
+    // The hash of the empty payload of a GET, which S3 wants stated (and signed).
+    add("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    if (!a.session_token.empty()) add("x-amz-security-token: " + a.session_token);
+  }
+}
+
+void set_transfer(CURL* h, const std::string& url, char* errbuf, Clock::time_point deadline) {
+  const Settings& st = g_settings;
+  api().easy_setopt(h, CURLOPT_URL, url.c_str());
+  api().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  api().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  api().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // get() follows, deciding where credentials go
+  api().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  api().easy_setopt(h, CURLOPT_CONNECTTIMEOUT, static_cast<long>(st.connect_seconds));
+  api().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(std::min<uint64_t>(st.low_speed, LONG_MAX)));
+  api().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(st.stall_seconds));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  api().easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, left)));
+  api().easy_setopt(h, CURLOPT_USERAGENT, "ckpt/0.1 (libcurl)");
+  api().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // ranges of the stored bytes, never re-encoded
+  api().easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+  api().easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (std::string ca = env("CURL_CA_BUNDLE"); !ca.empty()) api().easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
+  else if (std::string ca2 = env("SSL_CERT_FILE"); !ca2.empty()) api().easy_setopt(h, CURLOPT_CAINFO, ca2.c_str());
+  if (std::string dir = env("SSL_CERT_DIR"); !dir.empty()) api().easy_setopt(h, CURLOPT_CAPATH, dir.c_str());
+  if (g_share) api().easy_setopt(h, CURLOPT_SHARE, g_share);
+}
+
+Exchange perform(const Request& r, const std::string& url, const Auth* auth, Clock::time_point deadline) {
+  CURL* h = thread_handle();
+  if (!h) throw EnvironmentError(fmt::format("{}: cannot start an HTTP transfer (libcurl)", r.display));
+  api().easy_reset(h);
+  Exchange x;
+  x.t.req = &r;
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_slist* headers = nullptr;
+  auto add = [&](const std::string& hline) { headers = api().slist_append(headers, hline.c_str()); };
+  set_transfer(h, url, errbuf, deadline);
+  api().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  api().easy_setopt(h, CURLOPT_HEADERDATA, &x.t);
+  api().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  api().easy_setopt(h, CURLOPT_WRITEDATA, &x.t);
+  std::string range;
+  if (r.ranged) {
+    range = fmt::format("{}-{}", r.first, r.last);
+    api().easy_setopt(h, CURLOPT_RANGE, range.c_str());
+    if (!r.if_range.empty()) add("If-Range: " + r.if_range);
+  }
+  if (auth) set_auth(h, *auth, add);
+  if (headers) api().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  x.rc = api().easy_perform(h);
+  api().slist_free_all(headers);
+  x.what = errbuf[0] ? errbuf : api().easy_strerror(x.rc);
+  x.timed_out_overall = x.rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= deadline - std::chrono::milliseconds(50);
+  const long s = x.t.status;
+  if ((s == 301 || s == 302 || s == 303 || s == 307 || s == 308) && !x.t.location.empty()) x.location = resolve(url, x.t.location);
+  return x;
+}
+
+// The transfer ended as the callbacks wanted: completed, or stopped by them with a reason.
+bool completed(const Exchange& x) {
+  return x.rc == CURLE_OK || (x.rc == CURLE_WRITE_ERROR && (!x.t.refused.empty() || x.t.body_cut));
+}
+
+// Follows the redirects of one try from `r.url`. Credentials go to the first origin only: at the first
+// change of scheme, host or port they are dropped, for this hop and every later one.
+Exchange follow(const Request& r, Clock::time_point deadline, std::string* url) {
+  *url = r.url;
+  const Auth* auth = r.auth;
+  for (int hop = 0;; ++hop) {
+    Exchange x = perform(r, *url, auth, deadline);
+    if (r.stats) r.stats->requests += 1;
+    if (!completed(x) || x.location.empty() || !x.t.refused.empty()) return x;
+    if (hop == kMaxRedirects) throw InputError(r.display, fmt::format("too many redirects (more than {})", kMaxRedirects));
+    const std::string scheme = lower(x.location.substr(0, x.location.find("://")));
+    if (scheme != "http" && scheme != "https")
+      throw InputError(r.display, fmt::format("HTTP {} redirects to a URL that is not http(s):// ({}): not followed", x.t.status,
+                                              vfs::display(x.location)));
+    if (origin_of(x.location) != origin_of(*url)) auth = nullptr;
+    *url = x.location;
+  }
+}
+
+[[noreturn]] void throw_curl(const Request& r, const Exchange& x, uint64_t attempt) {
+  const Settings& st = g_settings;
+  const CURLcode rc = x.rc;
+  if (x.timed_out_overall)
+    throw EnvironmentError(fmt::format("{}: the request did not complete in {} s (raise --limit request-seconds={})", r.display,
+                                       st.request_seconds, st.request_seconds));
+  if (rc == CURLE_OPERATION_TIMEDOUT)
+    throw EnvironmentError(fmt::format("{}: the transfer stalled: {} (raise --limit stall-seconds={}, low-speed={} or connect-seconds={})",
+                                       r.display, x.what, st.stall_seconds, st.low_speed, st.connect_seconds));
+  if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM)
+    throw EnvironmentError(fmt::format("{}: TLS certificate not verified: {} (CA bundle: SSL_CERT_FILE or CURL_CA_BUNDLE)", r.display, x.what));
+  if (retryable_curl(rc)) throw EnvironmentError(fmt::format("{}: {} (after {} retries)", r.display, x.what, attempt));
+  throw EnvironmentError(fmt::format("{}: {}", r.display, x.what));
+}
+
+[[noreturn]] void throw_refused(const Request& r, const Transfer& t) {
+  if (t.refused == "changed")
+    throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again", r.if_range,
+                                            t.etag.empty() ? "none" : t.etag));
+  if (t.refused == "too large") {
+    if (r.ranged)
+      throw InputError(r.display, fmt::format("the server ignores Range requests and sends the whole file ({}); "
+                                              "allow a whole download of that size with --limit download-bytes=N",
+                                              t.content_length == UINT64_MAX ? std::string("of unknown size")
+                                                                             : fmt::format("{} bytes", t.content_length)));
+    throw InputError(r.display, fmt::format("the response is larger than {} bytes", r.max_body));
+  }
+  throw InputError(r.display, t.refused);
+}
+
+Response response_of(const Request& r, Transfer& t, const std::string& url) {
+  Response out;
+  out.status = t.status;
+  out.etag = t.etag;
+  out.last_modified = t.last_modified;
+  out.link = t.link;
+  out.effective_url = url;
+  out.range_ignored = t.status == 200 && r.ranged;
+  out.total = t.status == 206 || t.status == 416 ? t.range_total : t.written;
+  out.body = std::move(t.body);
+  return out;
+}
+
+}  // namespace
+
 Response get(const Request& r) {
   init();
   const Settings& st = g_settings;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(st.request_seconds);
   for (uint64_t attempt = 0;; ++attempt) {
-    CURL* h = thread_handle();
-    if (!h) throw EnvironmentError(fmt::format("{}: cannot start an HTTP transfer (libcurl)", r.display));
-    api().easy_reset(h);
-    Transfer t;
-    t.req = &r;
-    char errbuf[CURL_ERROR_SIZE] = {0};
-    curl_slist* headers = nullptr;
-    auto add = [&](const std::string& hline) { headers = api().slist_append(headers, hline.c_str()); };
-    api().easy_setopt(h, CURLOPT_URL, r.url.c_str());
-    api().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    api().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    api().easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    api().easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
-    api().easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    api().easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    api().easy_setopt(h, CURLOPT_CONNECTTIMEOUT, static_cast<long>(st.connect_seconds));
-    api().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    api().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, static_cast<long>(st.stall_seconds));
-    api().easy_setopt(h, CURLOPT_USERAGENT, "ckpt/0.1 (libcurl)");
-    api().easy_setopt(h, CURLOPT_ACCEPT_ENCODING, nullptr);  // ranges of the stored bytes, never re-encoded
-    api().easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    api().easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (std::string ca = env("CURL_CA_BUNDLE"); !ca.empty()) api().easy_setopt(h, CURLOPT_CAINFO, ca.c_str());
-    else if (std::string ca2 = env("SSL_CERT_FILE"); !ca2.empty()) api().easy_setopt(h, CURLOPT_CAINFO, ca2.c_str());
-    if (std::string dir = env("SSL_CERT_DIR"); !dir.empty()) api().easy_setopt(h, CURLOPT_CAPATH, dir.c_str());
-    if (g_share) api().easy_setopt(h, CURLOPT_SHARE, g_share);
-    api().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    api().easy_setopt(h, CURLOPT_HEADERDATA, &t);
-    api().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    api().easy_setopt(h, CURLOPT_WRITEDATA, &t);
-    std::string range;
-    if (r.ranged) {
-      range = fmt::format("{}-{}", r.first, r.last);
-      api().easy_setopt(h, CURLOPT_RANGE, range.c_str());
-      if (!r.if_range.empty()) add("If-Range: " + r.if_range);
-    }
-    if (r.auth) {
-      if (!r.auth->bearer.empty()) add("Authorization: Bearer " + r.auth->bearer);
-      if (!r.auth->sigv4.empty()) {
-        api().easy_setopt(h, CURLOPT_AWS_SIGV4, r.auth->sigv4.c_str());
-        api().easy_setopt(h, CURLOPT_USERPWD, r.auth->userpwd.c_str());
-        // The hash of the empty payload of a GET, which S3 wants stated (and signed).
-        add("x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        if (!r.auth->session_token.empty()) add("x-amz-security-token: " + r.auth->session_token);
-      }
-    }
-    if (headers) api().easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    const CURLcode rc = api().easy_perform(h);
-    long redirects = 0;
-    api().easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &redirects);
-    char* eff = nullptr;
-    api().easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff);
-    api().slist_free_all(headers);
-    if (r.stats) r.stats->requests += 1 + static_cast<uint64_t>(std::max(0L, redirects));
-
+    std::string url;
+    Exchange x = follow(r, deadline, &url);
+    Transfer& t = x.t;
+    // Waits before the next try, never past the request's deadline.
     auto backoff = [&](uint64_t retry_after) {
       double s = std::min(8.0, 0.25 * static_cast<double>(1ull << std::min<uint64_t>(attempt, 5)));
       if (retry_after != UINT64_MAX) s = static_cast<double>(std::min<uint64_t>(retry_after, 30));
-      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(s * 1000)));
+      const auto wake = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+      if (wake >= deadline) {
+        x.timed_out_overall = true;
+        throw_curl(r, x, attempt);
+      }
+      std::this_thread::sleep_until(wake);
     };
     const bool can_retry = attempt < st.retries;
 
-    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && (!t.refused.empty() || t.body_cut))) {
-      const std::string what = errbuf[0] ? errbuf : api().easy_strerror(rc);
-      if (retryable_curl(rc) && can_retry) {
+    if (!completed(x)) {
+      if (retryable_curl(x.rc) && can_retry && !x.timed_out_overall) {
         backoff(UINT64_MAX);
         continue;
       }
-      if (rc == CURLE_OPERATION_TIMEDOUT)
-        throw EnvironmentError(fmt::format("{}: the transfer stalled: {} (raise --limit stall-seconds={} or connect-seconds={})",
-                                           r.display, what, st.stall_seconds, st.connect_seconds));
-      if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM)
-        throw EnvironmentError(fmt::format("{}: TLS certificate not verified: {} (CA bundle: SSL_CERT_FILE or CURL_CA_BUNDLE)",
-                                           r.display, what));
-      if (rc == CURLE_TOO_MANY_REDIRECTS) throw InputError(r.display, fmt::format("too many redirects: {}", what));
-      if (retryable_curl(rc))
-        throw EnvironmentError(fmt::format("{}: {} (after {} retries)", r.display, what, attempt));
-      throw EnvironmentError(fmt::format("{}: {}", r.display, what));
+      throw_curl(r, x, attempt);
     }
-    if (!t.refused.empty()) {
-      if (t.refused == "changed")
-        throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again",
-                                                r.if_range, t.etag.empty() ? "none" : t.etag));
-      if (t.refused == "too large") {
-        if (r.ranged)
-          throw InputError(r.display, fmt::format("the server ignores Range requests and sends the whole file ({}); "
-                                                  "allow a whole download of that size with --limit download-bytes=N",
-                                                  t.content_length == UINT64_MAX ? std::string("of unknown size")
-                                                                                 : fmt::format("{} bytes", t.content_length)));
-        throw InputError(r.display, fmt::format("the response is larger than {} bytes", r.max_body));
-      }
-      throw InputError(r.display, t.refused);
-    }
+    if (t.failure) std::rethrow_exception(t.failure);
+    if (!t.refused.empty()) throw_refused(r, t);
     const long status = t.status;
     if (status == 206 || (status >= 200 && status < 300) || (status == 416 && r.accept_416)) {
       if (!t.checked) parse_content_range(t);  // an empty body never reached the write callback
@@ -429,15 +559,7 @@ Response get(const Request& r) {
       if (status == 200 && r.ranged && !r.if_range.empty())
         throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again",
                                                 r.if_range, t.etag.empty() ? "none" : t.etag));
-      Response out;
-      out.status = status;
-      out.etag = t.etag;
-      out.link = t.link;
-      out.effective_url = eff ? eff : r.url;
-      out.range_ignored = status == 200 && r.ranged;
-      out.total = status == 206 || status == 416 ? t.range_total : t.written;
-      out.body = std::move(t.body);
-      return out;
+      return response_of(r, t, url);
     }
     if (retryable_status(status) && can_retry) {
       uint64_t after = UINT64_MAX;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@ namespace ckpt::remote {
 
 struct Settings {
   uint64_t connect_seconds = 10;
-  uint64_t stall_seconds = 30;  // a transfer that moves no byte for this long is abandoned
+  uint64_t stall_seconds = 30;  // a transfer below low_speed bytes/s for this long is abandoned
+  uint64_t low_speed = 1024;
+  uint64_t request_seconds = 300;  // one get(), its redirects and retries included
   uint64_t retries = 4;  // after the first try
   uint64_t download_bytes = 0;  // a server that ignores Range: the largest whole download allowed
 };
@@ -52,12 +55,17 @@ struct Request {
   // whole file when the server ignores Range and --limit download-bytes allows it).
   uint64_t max_body = 0;
   bool accept_416 = false;  // a first range of an empty file
+  // A 200 body (a server that ignores Range) written here instead of Response::body: called once per try
+  // at the body's first byte with its size (Content-Length, else max_body), returns where it goes. The
+  // whole file is then held once, where its reader reads it.
+  std::function<uint8_t*(uint64_t capacity)> whole;
   vfs::Transfer* stats = nullptr;
 };
 
 struct Response {
   long status = 0;
   std::string etag;  // as sent (quotes and W/ kept)
+  std::string last_modified;  // as sent ("" when none or not an HTTP-date's characters)
   std::string link;  // the Link header (pagination)
   std::string effective_url;  // after redirects
   bool range_ignored = false;  // a 200 to a ranged request

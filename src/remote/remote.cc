@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -299,18 +300,35 @@ class RemoteFs : public vfs::Remote {
   std::shared_ptr<MappedFile> open(const std::string& path) override {
     // A file still open (a shard the reader holds, opened again by the scan) is the same file: its
     // cache, no second first range.
+    // A file that failed to open fails again without a request (each failure requested once: a
+    // summary that names a file's pickles after its read error opens it a second time).
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = open_.find(path); it != open_.end())
         if (auto f = it->second.lock()) return f;
+      if (auto it = failed_.find(path); it != failed_.end()) std::rethrow_exception(it->second);
     }
-    auto f = open_new(path);
+    std::shared_ptr<MappedFile> f;
+    try {
+      f = open_new(path);
+    } catch (const InputError&) {
+      remember_failure(path);
+      throw;
+    } catch (const EnvironmentError&) {
+      remember_failure(path);
+      throw;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     open_[path] = f;
     return f;
   }
 
  private:
+  void remember_failure(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_.emplace(path, std::current_exception());
+  }
+
   std::shared_ptr<MappedFile> open_new(const std::string& path) {
     FileSpec spec;
     spec.display = display_url(path);
@@ -328,7 +346,10 @@ class RemoteFs : public vfs::Remote {
       spec.auth = hf_auth(p);
     } else if (path.rfind("s3://", 0) == 0) {
       const S3Path p = parse_s3(path);
-      if (p.key.empty() || p.key.back() == '/') throw InputError(path, "is a prefix (a folder), not an object");
+      if (p.key.empty() || p.key.back() == '/') {
+        s3_list(p, path);  // a listing that failed says why (its failure, kept, is not requested again)
+        throw InputError(path, "is a prefix (a folder), not an object");
+      }
       const S3Config& c = s3();
       spec.url = s3_url(c, p.bucket, url_encode(p.key, true));
       spec.auth = c.auth;
@@ -359,10 +380,32 @@ class RemoteFs : public vfs::Remote {
     return a;
   }
 
+  // A listing's failure, kept: each failure is requested once per run.
+  template <typename F>
+  auto once(const std::string& key, F&& list) -> decltype(list()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = failed_.find(key); it != failed_.end()) std::rethrow_exception(it->second);
+    }
+    try {
+      return list();
+    } catch (const InputError&) {
+      remember_failure(key);
+      throw;
+    } catch (const EnvironmentError&) {
+      remember_failure(key);
+      throw;
+    }
+  }
+
   const RepoTree& tree(const HfPath& p, const std::string& url) {
     const std::string key = fmt::format("{}|{}|{}|{}", hf_endpoint(), p.kind, p.repo, p.revision);
     std::lock_guard<std::mutex> lock(tree_mu_);  // one listing per repo, whatever the threads
     if (auto it = trees_.find(key); it != trees_.end()) return it->second;
+    return once("tree|" + key, [&]() -> const RepoTree& { return list_tree(p, url, key); });
+  }
+
+  const RepoTree& list_tree(const HfPath& p, const std::string& url, const std::string& key) {
     const auto auth = hf_auth(p);
     const std::string display = fmt::format("hf://{}{}@{}", p.kind == "models" ? "" : p.kind + "/", p.repo, p.revision);
     RepoTree t;
@@ -458,6 +501,10 @@ class RemoteFs : public vfs::Remote {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = s3_lists_.find(key); it != s3_lists_.end()) return it->second;
     }
+    return once("s3|" + key, [&]() -> const S3List& { return list_s3(p, url, key); });
+  }
+
+  const S3List& list_s3(const S3Path& p, const std::string& url, const std::string& key) {
     const S3Config& c = s3();
     S3List l;
     std::string token;
@@ -496,6 +543,7 @@ class RemoteFs : public vfs::Remote {
   std::map<std::string, RepoTree> trees_;
   std::map<std::string, S3List> s3_lists_;
   std::map<std::string, std::weak_ptr<MappedFile>> open_;  // remote files still open, by path
+  std::map<std::string, std::exception_ptr> failed_;  // files whose opening failed, by path; listings that failed
   std::once_flag s3_once_;
   bool token_read_ = false;  // token_: under mu_
   std::string token_;
@@ -589,6 +637,8 @@ void install(const Limits& limits) {
   Settings s;
   s.connect_seconds = limits.connect_seconds;
   s.stall_seconds = limits.stall_seconds;
+  s.low_speed = limits.low_speed;
+  s.request_seconds = limits.request_seconds;
   s.retries = limits.retries;
   s.download_bytes = limits.download_bytes;
   configure(s);  // libcurl itself starts with the first request (http.cc): a local input never pays for it

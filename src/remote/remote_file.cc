@@ -32,18 +32,27 @@ std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
   r.if_range.clear();
   r.accept_416 = true;  // an empty file has no byte 0
   // A server that ignores Range sends the whole file: taken when it is no larger than the first range
-  // would have been, or than --limit download-bytes allows.
+  // would have been, or than --limit download-bytes allows, straight into the cache (held once).
   r.max_body = std::max(kFirstRange, settings().download_bytes);
+  RemoteFile* self = f.get();
+  r.whole = [self](uint64_t capacity) {
+    self->allocate(capacity);
+    return self->buf_;
+  };
   Response resp = get(r);
   if (resp.total == UINT64_MAX)
     throw InputError(f->spec_.display, "the server does not say the file's size (Content-Range without it)");
-  f->etag_ = resp.etag;
+  f->validate(resp);
   f->note_redirect(resp.effective_url);
-  f->allocate(resp.total);
-  if (resp.range_ignored || resp.status == 200) {
-    std::memcpy(f->buf_, resp.body.data(), std::min<uint64_t>(resp.body.size(), f->size_));
+  if (resp.status == 200) {  // the whole file, already in buf_ (a capacity of Content-Length, or max_body)
+    if (!f->buf_) f->allocate(resp.total);  // an empty body
+    f->size_ = resp.total;
+    f->blocks_ = (resp.total + kBlock - 1) / kBlock;
     if (f->blocks_) f->mark(0, f->blocks_ - 1);
-  } else if (resp.status == 206) {
+    return f;
+  }
+  f->allocate(resp.total);
+  if (resp.status == 206) {
     const uint64_t got = std::min(kFirstRange, f->size_);
     std::memcpy(f->buf_, first.data(), got);
     const uint64_t whole = got == f->size_ ? f->blocks_ : got / kBlock;  // the last block may be short
@@ -58,6 +67,10 @@ RemoteFile::~RemoteFile() {
 }
 
 void RemoteFile::allocate(uint64_t size) {
+  if (buf_) ::munmap(buf_, map_bytes_);  // a whole download tried again
+  if (bits_) ::munmap(bits_, bits_bytes_);
+  buf_ = nullptr;
+  bits_ = nullptr;
   // A size no file has (a hostile Content-Range or listing) must not overflow the block arithmetic below,
   // nor ask for a bitmap of gigabytes: 64 TiB is past any checkpoint and any address space's half.
   constexpr uint64_t kMaxSize = 1ull << 46;
@@ -113,14 +126,29 @@ void RemoteFile::fetch(uint64_t first, uint64_t last, uint8_t* dst) const {
   if (resp.total != UINT64_MAX && resp.total != size_)
     throw InputError(spec_.display, fmt::format("changed on the server while being read (it had {} bytes, now {}): read it again",
                                                 size_, resp.total));
-  {
-    std::lock_guard<std::mutex> lock(url_mu_);
-    if (etag_.empty()) etag_ = resp.etag;
-    else if (!resp.etag.empty() && resp.etag != etag_)
-      throw InputError(spec_.display,
-                       fmt::format("changed on the server while being read (ETag was {}, now {}): read it again", etag_, resp.etag));
-  }
+  validate(resp);
   note_redirect(resp.effective_url);
+}
+
+void RemoteFile::validate(const Response& resp) const {
+  const auto changed = [&](const char* what, const std::string& was, const std::string& now) {
+    return InputError(spec_.display, fmt::format("changed on the server while being read ({} was {}, now {}): read it again", what, was, now));
+  };
+  std::lock_guard<std::mutex> lock(url_mu_);
+  if (responses_++ == 0) {
+    etag_ = resp.etag;
+    last_modified_ = resp.last_modified;
+    return;
+  }
+  if (etag_.empty()) etag_ = resp.etag;  // (a first response without one)
+  else if (!resp.etag.empty() && resp.etag != etag_) throw changed("ETag", etag_, resp.etag);
+  if (last_modified_.empty()) last_modified_ = resp.last_modified;
+  else if (!resp.last_modified.empty() && resp.last_modified != last_modified_) throw changed("Last-Modified", last_modified_, resp.last_modified);
+  const bool strong = !etag_.empty() && etag_.rfind("W/", 0) != 0;
+  if (!strong && last_modified_.empty() && responses_ == 2) {
+    stats_->unverified += 1;
+    vfs::note_unverified(spec_.display);
+  }
 }
 
 bool RemoteFile::block_present(uint64_t b) const {

@@ -4,8 +4,11 @@
 // their blocks, at least 256 KiB at a time (a first range holds a safetensors header or a zip's end
 // records and central directory; grown towards the end of the file when it meets it), neighbouring
 // missing blocks coalesced into one request, a large span cut into 8 MiB parts fetched on up to 8
-// connections at once. Every request after the first carries If-Range with the first ETag: a file that
-// changes between two requests is an error, never a mix of two versions.
+// connections at once. Every request after the first carries If-Range with the first strong ETag, and
+// every response's size, ETag and Last-Modified are compared with the first's: a file that changes
+// between two requests is an error, never a mix of two versions. A server that gives neither a strong ETag
+// nor a Last-Modified is noted (vfs::note_unverified) once the file takes a second response. A server that
+// ignores Range sends the whole file into the cache's own buffer: held once.
 #pragma once
 
 #include <atomic>
@@ -49,7 +52,9 @@ class RemoteFile : public FileSource {
 
  private:
   RemoteFile() = default;
-  void allocate(uint64_t size);
+  void allocate(uint64_t size);  // the cache for a file of `size` bytes (again: the old one goes)
+  // Checks one response against the first (size, ETag, Last-Modified) and notes the first's validators.
+  void validate(const Response& resp) const;
   // GET [first, last] into dst; checks the size and ETag against the first response's.
   void fetch(uint64_t first, uint64_t last, uint8_t* dst) const;
   void mark(uint64_t first_block, uint64_t last_block) const;
@@ -63,8 +68,9 @@ class RemoteFile : public FileSource {
   FileSpec spec_;
   mutable std::string url_;  // the redirect's target once known (a CDN), so later ranges skip the redirect
   mutable std::shared_ptr<const Auth> auth_;  // dropped when url_ moved to another host
-  mutable std::string etag_;
-  mutable std::mutex url_mu_;  // url_, auth_, etag_
+  mutable std::string etag_, last_modified_;
+  mutable uint64_t responses_ = 0;
+  mutable std::mutex url_mu_;  // url_, auth_, etag_, last_modified_, responses_
   uint8_t* buf_ = nullptr;
   uint64_t size_ = 0, map_bytes_ = 0, blocks_ = 0;
   std::atomic<uint64_t>* bits_ = nullptr;  // zero pages mapped lazily: a claimed 64 TiB costs no memory until read

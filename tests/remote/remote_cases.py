@@ -392,7 +392,8 @@ def run_all(ckpt, root, tmp, only, t_start):
     session_token = "FwoGZXIvYXdzE" + os.urandom(10).hex() + "SESSION"
     T.secrets |= {hf_token, wrong_token, wrong_secret, temp_secret, session_token}
 
-    with servers.S3Server(tmp=os.path.join(tmp, "s3")) as s3, servers.MisbehavingServer({}, stall_seconds=90) as bad:
+    with servers.S3Server(tmp=os.path.join(tmp, "s3")) as s3, servers.MisbehavingServer({}, stall_seconds=90) as bad, \
+            servers.MisbehavingServer({}) as other:
         s3.create_bucket("ckpt")
         for key, src in s3_objects.items():
             s3.put("ckpt", key, src)
@@ -406,7 +407,9 @@ def run_all(ckpt, root, tmp, only, t_start):
         if not have_large:
             with T.case("setup: writing the large torch.save files with /usr/bin/python3 and torch") as c:
                 c.expect(False, out.decode(errors="replace")[-1500:])
-        bad.files.update({"medium.pt": medium, "model.safetensors": files["model.safetensors"], "sd_compiled_211.pt": files["sd_compiled_211.pt"]})
+        for srv in (bad, other):
+            srv.files.update({"medium.pt": medium, "model.safetensors": files["model.safetensors"], "sd_compiled_211.pt": files["sd_compiled_211.pt"]})
+        bad.redirect_to = other.url
         ng = servers.NginxServers(tmp=os.path.join(tmp, "nginx"), hf_token=hf_token)
         for n, p in files.items():
             ng.add_file(n, p)
@@ -424,14 +427,15 @@ def run_all(ckpt, root, tmp, only, t_start):
                 "s3": T.env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID="CKPTTEST", AWS_SECRET_ACCESS_KEY="CKPTTEST",
                             AWS_REGION="us-east-1", HF_ENDPOINT=ng.hub_url),
             }
-            ctx = dict(T=T, ng=ng, s3=s3, bad=bad, envs=envs, tmp=tmp, www=www, files=files, hf_token=hf_token, wrong_token=wrong_token,
+            ctx = dict(T=T, ng=ng, s3=s3, bad=bad, other=other, envs=envs, tmp=tmp, www=www, files=files, hf_token=hf_token, wrong_token=wrong_token,
                        wrong_secret=wrong_secret, temp_secret=temp_secret, session_token=session_token, have_large=have_large,
                        large=large, medium=medium, gpt2=gpt2, bert=bert)
             cases_same_files(**ctx)
             cases_hf(**ctx)
             cases_s3(**ctx)
             cases_large(**ctx)
-            cases_failures(**ctx)
+            cases_hostile(**ctx)
+            cases_secrets(**ctx)
             cases_tls(**ctx)
             with T.case("cdn: no request ever carried an Authorization header (credentials dropped at the redirect)") as c:
                 leaked = [e for e in ng.requests("cdn") if e["auth"] != "0"]
@@ -704,64 +708,148 @@ def cases_large(T, ng, envs, have_large, large, **_):
             c.expect(len(entries) <= 4, f"nginx saw {len(entries)} requests for /large.pt, want <= 4")
 
 
-def cases_failures(T, bad, envs, medium, files, **_):
+class Row:
+    """One hostile-server case: the misbehaving server's behaviour (`kind`, servers.KINDS) serving `file`;
+    `args` before the URL (`summary --json` runs when `want` is "ok", else `summary`); `want`: "ok" (exit 0,
+    the JSON equal to the local file's, remote.requests equal to the server's count) or (exit codes, stderr
+    patterns) for one error line naming the URL; `secs`: the bound the case must end in (2x its documented
+    limit, or a few seconds); `reqs`: the most requests the server may see; `url`/`env`: another spelling of
+    the input (s3:// against the server, a URL with user:password@) and its environment; `more(c, r, entries,
+    ctx)`: what else must hold."""
+
+    def __init__(self, name, kind, file, want, args=(), secs=20, reqs=None, url=None, env=None, more=None):
+        self.name, self.kind, self.file, self.want, self.args = name, kind, file, want, tuple(args)
+        self.secs, self.reqs, self.url, self.env, self.more = secs, reqs, url, env, more
+
+
+ST, MED = "model.safetensors", "medium.pt"
+
+
+def _retried(status):
+    def more(c, r, entries, ctx):
+        st = [e["status"] for e in entries]
+        c.expect(len(entries) >= 2 and st[0] == status, f"server log: {st}")
+    return more
+
+
+def _busy(c, r, entries, ctx):
+    st = [e["status"] for e in entries]
+    if c.expect(len(entries) >= 2 and st[0] == 429, f"server log: {st}"):
+        c.expect(entries[1]["t"] - entries[0]["t"] >= 0.9, f"the retry came {entries[1]['t'] - entries[0]['t']:.2f} s after the 429 (Retry-After: 1)")
+
+
+def _several(c, r, entries, ctx):
+    c.expect(len(entries) >= 2, f"only {len(entries)} request(s): the file must need several ranges for this case")
+
+
+def _no_if_range(c, r, entries, ctx):
+    _several(c, r, entries, ctx)
+    c.expect(all(e["if_range"] is None for e in entries), f"If-Range sent: {[e['if_range'] for e in entries]}")
+
+
+def _bounded_body(c, r, entries, ctx):
+    c.expect(entries and max(e["bytes"] for e in entries) < (4 << 20), f"server sent {[e['bytes'] for e in entries]} bytes")
+
+
+def _no_credentials_elsewhere(c, r, entries, ctx):
+    """The second server (another port) was reached, and never with a credential."""
+    seen = ctx["other"].requests[ctx["other_n0"]:]
+    c.expect(seen, "the redirect to the second server was not followed")
+    leaked = [(e["path"], e["creds"]) for e in seen if e["creds"]]
+    c.expect(not leaked, f"credentials sent to the second host: {leaked[:3]}")
+    c.expect(all(e["creds"] for e in entries if e["method"] == "GET") or not ctx.get("signed"),
+             f"the first host saw no credentials: {[e['creds'] for e in entries]}")
+
+
+def _unverified(c, r, entries, ctx):
+    _several(c, r, entries, ctx)
+    c.expect(re.search(r"ckpt: warning: .*neither a strong ETag nor Last-Modified", r.err), f"{r}: no warning that changes went unchecked")
+    docs = json_docs(r.out) if r.rc == 0 else []
+    rem = docs[0].get("remote", {}) if docs else {}
+    c.expect(rem.get("unverified") == 1, f"{r}: remote.unverified {rem.get('unverified')!r}, want 1")
+
+
+def _s3_env(ctx, **kw):
+    return ctx["T"].env(AWS_ENDPOINT_URL=ctx["bad"].url, AWS_ACCESS_KEY_ID="CKPTTEST", AWS_SECRET_ACCESS_KEY=ctx["temp_secret"],
+                        AWS_SESSION_TOKEN=ctx["session_token"], AWS_REGION="us-east-1", **kw)
+
+
+HOSTILE = [
+    Row("404", "missing", ST, ((3,), ()), secs=10, reqs=1),
+    Row("401", "auth", ST, ((4,), ()), secs=10, reqs=1),
+    Row("403", "forbidden", ST, ((4,), ()), secs=10, reqs=1),
+    Row("flaky (a 500 on the first try of each range)", "flaky", MED, "ok", more=_retried(500)),
+    Row("busy (a 429 with Retry-After: 1 once)", "busy", ST, "ok", more=_busy),
+    Row("norange: refused, naming --limit", "norange", MED, ((3, 4), (r"range", r"--limit")), secs=10, reqs=1),
+    Row("norange: --limit download-bytes=100M takes it whole, once", "norange", MED, "ok", args=("--limit", "download-bytes=100M"), reqs=1),
+    Row("etag: the file changes between requests", "etag", MED, ((3, 4), (r"chang",)), more=_several),
+    Row("lmchange: no ETag, a new Last-Modified and new bytes (same size)", "lmchange", MED, ((3, 4), (r"changed.*Last-Modified",)), more=_several),
+    Row("novalidator: neither ETag nor Last-Modified: read, and said so", "novalidator", MED, "ok", more=_unverified),
+    Row("endless404: a 404 whose body never ends", "endless404", ST, ((3,), ()), secs=10, reqs=1, more=_bounded_body),
+    Row("ctletag: an ETag holding a bare CR is never sent back", "ctletag", MED, "ok", more=_no_if_range),
+    Row("stall: no byte of the body, --limit stall-seconds=2", "stall", ST, ((4,), (r"stall",)), args=("--limit", "stall-seconds=2"), secs=6),
+    Row("drip206: a 206 at 2 bytes/s, --limit stall-seconds=2", "drip206", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=6),
+    Row("drip404: a 404 body at 2 bytes/s, --limit stall-seconds=2", "drip404", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=6),
+    Row("slowloris: 2 KiB/s (above low-speed), --limit request-seconds=2", "slowloris", ST, ((4,), (r"request-seconds",)),
+        args=("--limit", "request-seconds=2"), secs=5),
+    Row("reset: a connection reset once", "reset", MED, "ok", more=_retried("reset")),
+    Row("shortonce: a body cut short once", "shortonce", ST, "ok", more=_several),
+    Row("short: a body always cut short", "short", ST, ((4,), (r"cut short|transfer closed",)), secs=30),
+    Row("endless302: a redirect whose body never ends is followed", "endless302", ST, "ok", secs=10, more=_bounded_body),
+    Row("loop: a redirect loop", "loop", ST, ((3,), (r"too many redirects",)), secs=10, reqs=11),
+    Row("scheme: a redirect to file://", "scheme", ST, ((3,), (r"not http",)), secs=10, reqs=1),
+    Row("redirect: http://user:password@ to another host: no credential follows", "redirect", ST, "ok", reqs=1,
+        url=lambda ctx, u: u.replace("://", f"://u:{ctx['url_password']}@", 1), more=_no_credentials_elsewhere),
+    Row("redirect: s3:// object (SigV4 and session token) to another host: no credential follows", "redirect", ST, "ok", reqs=1,
+        url=lambda ctx, u: "s3://redirect/" + ST, env=_s3_env, more=_no_credentials_elsewhere),
+    Row("redirect: s3:// listing to another host: no credential follows", "redirect", "", ((3,), ()), reqs=1,
+        url=lambda ctx, u: "s3://redirect/", env=_s3_env, more=_no_credentials_elsewhere),
+]
+
+
+def cases_hostile(T, bad, other, envs, medium, files, temp_secret, session_token, **_):
+    """Every row of HOSTILE against the misbehaving server (and, for redirects, a second one on another port)."""
+    local = {MED: os.path.relpath(medium, T.tmp), ST: "m/www/model.safetensors"}
+    ctx = dict(T=T, bad=bad, other=other, temp_secret=temp_secret, session_token=session_token, url_password="pw" + os.urandom(5).hex())
+    T.secrets.add(ctx["url_password"])
+    for row in HOSTILE:
+        name = f"hostile: {row.name}"
+        if not T.wanted(name):
+            continue
+        with T.case(name) as c:
+            u = bad.url_for(row.kind, row.file)
+            u = row.url(ctx, u) if row.url else u
+            env = row.env(ctx) if row.env else envs["http"]
+            ctx["signed"] = row.env is not None
+            n0, ctx["other_n0"] = len(bad.requests), len(other.requests)
+            ok = row.want == "ok"
+            r = T.run(["summary", *(("--json",) if ok else ()), *row.args, u], env, timeout=max(60, 3 * row.secs))
+            entries = [e for e in bad.requests[n0:] if e["kind"] == row.kind and (not row.file or e["name"] == row.file)]
+            c.expect(r.secs <= row.secs, f"{r}: took {r.secs:.1f} s, the bound is {row.secs} s")
+            if row.reqs is not None:
+                c.expect(len(entries) <= row.reqs, f"{r}: the server saw {len(entries)} requests, at most {row.reqs} wanted")
+            if ok:
+                if T.ok(c, r):
+                    docs = T.docs(c, r)
+                    lr = T.run(["summary", "--json", *row.args, local[row.file]], T.base_env)
+                    T.same(c, f"summary --json {u}", docs, [u, vfs_display(u)], T.docs(c, lr), [local[row.file]])
+                    rem = T.remote_obj(c, r, docs[0], vfs_display(u)) if docs else None
+                    seen = [e for e in bad.requests[n0:] if e["name"] == row.file]  # a redirect's target on this server too
+                    if rem and not row.url:
+                        c.expect(rem["requests"] == len(seen), f"{r}: remote.requests {rem['requests']}, the server saw {len(seen)}")
+            else:
+                T.error(c, r, vfs_display(u), row.want[0], *row.want[1])
+            if row.more:
+                row.more(c, r, entries, ctx)
+
+
+def vfs_display(url):
+    """The URL as ckpt names it: user:password@ dropped (the rest of these URLs carries no secret)."""
+    return re.sub(r"://[^/@]*@", "://", url, count=1)
+
+
+def cases_secrets(T, bad, envs, **_):
     env = envs["http"]
-    med_loc = os.path.relpath(medium, T.tmp)
-    st_loc = "m/www/model.safetensors"
-
-    def reqs(kind, name, since):
-        return [e for e in bad.requests[since:] if e["kind"] == kind and e["name"] == name]
-
-    def success(c, kind, name, loc, extra=()):
-        u = bad.url_for(kind, name)
-        n0 = len(bad.requests)
-        r = T.run(["summary", "--json", *extra, u], env)
-        entries = reqs(kind, name, n0)
-        if T.ok(c, r):
-            docs = T.docs(c, r)
-            lr = T.run(["summary", "--json", loc], T.base_env)
-            T.same(c, f"summary --json {u}", docs, [u], T.docs(c, lr), [loc])
-            rem = T.remote_obj(c, r, docs[0], u) if docs else None
-            if rem:
-                c.expect(rem["requests"] == len(entries), f"{r}: remote.requests {rem['requests']}, the server saw {len(entries)}")
-        return r, entries
-
-    def failure(c, kind, name, codes, *patterns, extra=(), timeout=60):
-        u = bad.url_for(kind, name)
-        n0 = len(bad.requests)
-        r = T.run(["summary", *extra, u], env, timeout=timeout)
-        T.error(c, r, u, codes, *patterns)
-        return r, reqs(kind, name, n0)
-
-    if T.wanted("fail: 404"):
-        with T.case("fail: 404: exit 3, one line naming the URL") as c:
-            failure(c, "missing", "model.safetensors", (3,))
-    if T.wanted("fail: 401"):
-        with T.case("fail: 401: exit 4, one line naming the URL") as c:
-            failure(c, "auth", "model.safetensors", (4,))
-    if T.wanted("fail: 403"):
-        with T.case("fail: 403: exit 4, one line naming the URL") as c:
-            failure(c, "forbidden", "model.safetensors", (4,))
-    if T.wanted("fail: flaky"):
-        with T.case("fail: flaky (a 500 on the first try of each range): success, the retries in the server's log") as c:
-            r, entries = success(c, "flaky", "medium.pt", med_loc)
-            c.expect(any(e["status"] == 500 for e in entries) and any(e["status"] in (200, 206) for e in entries),
-                     f"server log: {[e['status'] for e in entries]}")
-    if T.wanted("fail: busy"):
-        with T.case("fail: busy (a 429 with Retry-After: 1 once): success after waiting") as c:
-            r, entries = success(c, "busy", "model.safetensors", st_loc)
-            st = [e["status"] for e in entries]
-            if c.expect(len(entries) >= 2 and st[0] == 429, f"server log: {st}"):
-                c.expect(entries[1]["t"] - entries[0]["t"] >= 0.9, f"the retry came {entries[1]['t'] - entries[0]['t']:.2f} s after the 429 (Retry-After: 1)")
-    if T.wanted("fail: norange"):
-        with T.case("fail: a server that ignores Range: exit 3 or 4 saying so and naming --limit; success with --limit download-bytes=100M") as c:
-            failure(c, "norange", "medium.pt", (3, 4), r"range", r"--limit")
-            r, entries = success(c, "norange", "medium.pt", med_loc, extra=("--limit", "download-bytes=100M"))
-            c.expect(len(entries) <= 2, f"{len(entries)} whole downloads of medium.pt with --limit download-bytes (want it kept, <= 2)")
-    if T.wanted("fail: etag"):
-        with T.case("fail: the ETag changes between requests: an error saying the file changed") as c:
-            r, entries = failure(c, "etag", "medium.pt", (3, 4), r"chang")
-            c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
     if T.wanted("secrets"):
         with T.case("secrets: a URL's password and query secrets appear in no command's output, in any format") as c:
             pw, sid = "pw" + os.urandom(5).hex(), "sid" + os.urandom(5).hex()
@@ -777,35 +865,6 @@ def cases_failures(T, bad, envs, medium, files, **_):
                 T.clean(c, r)
                 no_torch = args[0] == "load" and r.rc == 4 and "needs ckpt-torch" in r.err  # a build without LibTorch
                 c.expect(r.rc in (0, 1, 3) or no_torch, f"{r}: exit {r.rc}")
-    if T.wanted("fail: endless404"):
-        with T.case("fail: a 404 whose body never ends: exit 3 within seconds, at most 64 KiB of it read") as c:
-            r, entries = failure(c, "endless404", "model.safetensors", (3,), timeout=30)
-            c.expect(r.secs < 10, f"{r}: took {r.secs:.1f} s")
-            c.expect(entries and max(e["bytes"] for e in entries) < (4 << 20), f"server sent {[e['bytes'] for e in entries]} bytes")
-    if T.wanted("fail: ctletag"):
-        with T.case("fail: an ETag holding a bare CR is never sent back (no If-Range): success") as c:
-            r, entries = success(c, "ctletag", "medium.pt", med_loc)
-            c.expect(len(entries) >= 2, f"only {len(entries)} request(s): medium.pt must need several ranges for this case")
-            c.expect(all(e["if_range"] is None for e in entries), f"If-Range sent: {[e['if_range'] for e in entries]}")
-    if T.wanted("fail: stall"):
-        with T.case("fail: a stalled body with --limit stall-seconds=2: an error within 30 s") as c:
-            r, entries = failure(c, "stall", "model.safetensors", (3, 4), extra=("--limit", "stall-seconds=2"), timeout=40)
-            c.expect(r.secs < 30, f"{r}: took {r.secs:.1f} s")
-    if T.wanted("fail: reset"):
-        with T.case("fail: a connection reset without a response, once: success after a retry") as c:
-            r, entries = success(c, "reset", "medium.pt", med_loc)
-            c.expect(entries and entries[0]["status"] == "reset", f"server log: {[e['status'] for e in entries]}")
-    if T.wanted("fail: short"):
-        with T.case("fail: a body cut short once: success after a retry") as c:
-            r, entries = success(c, "shortonce", "model.safetensors", st_loc)
-            c.expect(len(entries) >= 2, f"server log: {[e['status'] for e in entries]}")
-        with T.case("fail: a body always cut short: a clean error (or success), never a crash") as c:
-            u = bad.url_for("short", "model.safetensors")
-            r = T.run(["summary", "--json", u], env)
-            if r.rc == 0:
-                T.ok(c, r)
-            else:
-                T.error(c, r, u, (3, 4))
 
 
 def cases_tls(T, ng, envs, **_):

@@ -1081,7 +1081,9 @@ class S3Gateway(_ThreadedServer):
 # the misbehaving HTTP server
 
 KINDS = ("ok", "missing", "auth", "forbidden", "flaky", "busy", "norange", "etag", "stall", "reset", "short", "shortonce",
-         "ctletag", "endless404")
+         "ctletag", "endless404", "redirect", "endless302", "loop", "scheme", "drip206", "drip404", "slowloris", "lmchange",
+         "novalidator")
+CREDENTIAL_HEADERS = ("Authorization", "X-Amz-Security-Token", "X-Amz-Content-Sha256", "X-Amz-Date", "Cookie")
 
 
 class _BadHandler(http.server.BaseHTTPRequestHandler):
@@ -1118,7 +1120,36 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
             self.connection.close()
         self.wfile = io.BytesIO()  # what the base class still flushes goes nowhere
 
-    def _serve(self, data, etag, entry, cut=None, stall=False, ignore_range=False):
+    def _drip(self, entry, chunk, every, body=None):
+        """Writes `chunk` every `every` seconds until the client hangs up (or 60 s, or the server stops); with
+        `body`, that body, len(chunk) bytes at a time, then the connection is closed."""
+        srv, t0, pos = self.server.owner, time.time(), 0
+        with contextlib.suppress(OSError):
+            while time.time() - t0 < 60 and not srv.stopping.is_set():
+                if body is not None:
+                    if pos >= len(body):
+                        break
+                    chunk, pos = body[pos:pos + len(chunk)], pos + len(chunk)
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                entry["bytes"] += len(chunk)
+                srv.stopping.wait(every)
+        entry["secs"] = time.time() - t0
+        return self._drop(rst=False)
+
+    def _redirect(self, entry, status, location, body_forever=False):
+        entry["status"] = status
+        self.send_response(status)
+        self.send_header("Location", location)
+        if body_forever:  # a redirect whose body never ends: a client must not read it to the end
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            return self._drip(entry, b"moved " * 10923, 0)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _serve(self, data, etag, entry, cut=None, stall=False, ignore_range=False, last_modified=True, drip=None):
         """A file with Range (single ranges; several are answered with the whole body) and If-Range."""
         srv = self.server.owner
         size = len(data)
@@ -1136,8 +1167,10 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "none" if ignore_range else "bytes")
-        self.send_header("ETag", etag)
-        self.send_header("Last-Modified", srv.last_modified)
+        if etag:
+            self.send_header("ETag", etag)
+        if last_modified:
+            self.send_header("Last-Modified", last_modified if isinstance(last_modified, str) else srv.last_modified)
         if status == 206:
             self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         if cut is not None:
@@ -1150,6 +1183,8 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
             entry["stalled"] = True
             srv.stopping.wait(srv.stall_seconds)
             return self._drop(rst=False)
+        if drip is not None:  # (chunk bytes, every seconds): a body that trickles
+            return self._drip(entry, b"x" * drip[0], drip[1], body=body)
         if cut is not None:
             self.wfile.write(body[:cut(len(body))])
             entry["bytes"] = cut(len(body))
@@ -1164,10 +1199,15 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
         kind, name = (parts + [""])[:2]
         entry = srv.record({"t": time.time(), "kind": kind, "name": name, "method": self.command, "path": path,
                             "range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
-                            "auth": "Authorization" in self.headers, "status": None, "bytes": 0})
+                            "auth": "Authorization" in self.headers, "status": None, "bytes": 0,
+                            "creds": [h for h in CREDENTIAL_HEADERS if h in self.headers]})
         if self.command not in ("GET", "HEAD"):
             entry["status"] = 405
             return self._simple(405, "method not allowed", [("Allow", "GET, HEAD")])
+        query = self.path.split("?", 1)[1] if "?" in self.path else None
+        if kind == "redirect":  # 307 to the same path on another server (another port: another host for a client)
+            target = f"{srv.redirect_to}/ok/{name}" + (f"?{query}" if query else "")
+            return self._redirect(entry, 307, target) if srv.redirect_to else self._simple(404, "no redirect target")
         if kind not in KINDS or name not in srv.files:
             entry["status"] = 404
             return self._simple(404, "not found")
@@ -1213,6 +1253,29 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
                     self.wfile.write(chunk)
                     entry["bytes"] += len(chunk)
             return self._drop(rst=False)
+        if kind == "endless302":
+            return self._redirect(entry, 302, f"/ok/{name}", body_forever=True)
+        if kind == "loop":
+            return self._redirect(entry, 302, f"/loop/{name}")
+        if kind == "scheme":
+            return self._redirect(entry, 302, "file:///etc/passwd")
+        if kind == "drip206":  # the headers of a 206, then 2 bytes a second
+            return self._serve(data, etag, entry, drip=(2, 1.0))
+        if kind == "drip404":
+            entry["status"] = 404
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            return self._drip(entry, b"no", 1.0)
+        if kind == "slowloris":  # 2 KiB a second: above the low-speed limit, below any deadline
+            return self._serve(data, etag, entry, drip=(512, 0.25))
+        if kind == "lmchange":  # no ETag; after the first request new bytes (same size) and a new Last-Modified
+            if not first_time:
+                data = bytes(b ^ 0xFF for b in data[:64]) + data[64:]
+            lm = srv.last_modified if first_time else email.utils.formatdate(time.time(), usegmt=True)
+            return self._serve(data, None, entry, last_modified=lm)
+        if kind == "novalidator":  # neither ETag nor Last-Modified
+            return self._serve(data, None, entry, last_modified=False)
         if kind == "ctletag":  # an ETag holding a bare CR: a client that echoes it in If-Range injects a header
             return self._serve(data, etag[:-1] + '\rX-Injected: 1"', entry)
         if kind == "reset":
@@ -1238,6 +1301,7 @@ class MisbehavingServer(_ThreadedServer):
             _check(name, SAFE_PATH, "name")
             self.files[name] = os.path.abspath(local)
         self.stall_seconds = stall_seconds
+        self.redirect_to = None  # the "redirect" kind's target server (its url)
         self._cache = {}
         self._seen = set()
         self.last_modified = email.utils.formatdate(time.time() - 3600, usegmt=True)
@@ -1607,6 +1671,37 @@ def selftest(root):
         p = _curl("-o", "/dev/null", "-w", "%{http_code}", "-H", "Authorization: Bearer x", u("ok"))
         expect("bad: requests record method, range, auth presence", bad.requests[-1]["auth"] is True and bad.requests[0]["range"] == "bytes=0-9"
                and bad.count("flaky") == 5)
+        with MisbehavingServer({"sd.pt": sd}) as other:
+            bad.redirect_to = other.url
+            p = _curl("-i", "-r", "0-9", "-H", "x-amz-security-token: T", u("redirect"))
+            s, h = _head(p.stdout)
+            expect(f"bad: redirect: 307 to the second server ({s} {h.get('location')})", s == 307 and h.get("location") == other.url_for("ok", "sd.pt"))
+            p = _curl("-sS", "-L", "-r", "0-9", "-H", "x-amz-security-token: T", u("redirect"))
+            expect("bad: redirect: the second server records credential headers (curl -L forwards a custom one)",
+                   p.stdout == data[:10] and other.requests and other.requests[-1]["creds"] == ["X-Amz-Security-Token"])
+        p = _curl("-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", u("loop"))
+        expect(f"bad: loop: 302 to itself ({p.stdout})", p.stdout == f"302 {u('loop')}".encode())
+        p = _curl("-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", u("scheme"))
+        expect(f"bad: scheme: 302 to file:// ({p.stdout})", p.stdout == b"302 file:///etc/passwd")
+        t0 = time.monotonic()
+        p = _curl("-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-m", "2", u("endless302"), timeout=30)
+        expect(f"bad: endless302: a 302 whose body goes on ({p.stdout})", p.returncode == 28 and p.stdout.startswith(b"302 ")
+               and int(p.stdout.split()[1]) > (1 << 20))
+        for kind, code in (("drip206", b"206"), ("drip404", b"404")):
+            p = _curl("-r", "0-99", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-m", "3", u(kind), timeout=30)
+            n = int(p.stdout.split()[1]) if p.stdout.split()[1:] else -1
+            expect(f"bad: {kind}: 2 bytes a second ({p.stdout})", p.returncode == 28 and p.stdout.startswith(code) and 2 <= n <= 10)
+        p = _curl("-r", "0-99999", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-m", "2", u("slowloris"), timeout=30)
+        n = int(p.stdout.split()[1]) if p.stdout.split()[1:] else -1
+        expect(f"bad: slowloris: ~2 KiB a second ({p.stdout})", p.returncode == 28 and 2048 <= n <= 8192)
+        h1 = _head(_curl("-i", "-r", "0-9", u("lmchange")).stdout)[1]
+        time.sleep(1.1)
+        p = _curl("-i", "-r", "0-9", u("lmchange"))
+        h2 = _head(p.stdout)[1]
+        expect(f"bad: lmchange: no ETag, a new Last-Modified and new bytes ({h1.get('last-modified')} -> {h2.get('last-modified')})",
+               "etag" not in h1 and h1.get("last-modified") != h2.get("last-modified") and not p.stdout.endswith(data[:10]))
+        h = _head(_curl("-i", "-r", "0-9", u("novalidator")).stdout)[1]
+        expect("bad: novalidator: neither ETag nor Last-Modified", "etag" not in h and "last-modified" not in h)
 
     print(f"{len(fails)} failures")
     return 1 if fails else 0
