@@ -157,6 +157,18 @@ def json_docs(text):
             docs.append(doc)
 
 
+# run_measured's wrapper: argv = [-c, RESULT_FILE, CKPT, ARGS...]; ckpt dies with it (PR_SET_PDEATHSIG).
+MEASURE = r"""
+import ctypes, os, signal, sys
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL, 0, 0, 0)
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, ru = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(f"{os.waitstatus_to_exitcode(status)} {ru.ru_maxrss}")
+"""
+
+
 class Result:
     def __init__(self, args, rc, out, err, secs, timed_out=False):
         self.args, self.rc, self.out, self.err, self.secs, self.timed_out = args, rc, out, err, secs, timed_out
@@ -226,15 +238,29 @@ class Tester:
                 e[k] = v
         return e
 
-    def run(self, args, env, timeout=60):
+    def run(self, args, env, timeout=60, prefix=None):
         t0 = time.monotonic()
+        cmd = [*(prefix or []), self.ckpt, *args]
         try:
-            p = subprocess.run([self.ckpt, *args], capture_output=True, env=env, cwd=self.tmp, timeout=timeout)
+            p = subprocess.run(cmd, capture_output=True, env=env, cwd=self.tmp, timeout=timeout)
             out, err, rc, to = p.stdout, p.stderr, p.returncode, False
         except subprocess.TimeoutExpired as e:
             out, err, rc, to = e.stdout or b"", e.stderr or b"", None, True
         dec = lambda b: b.decode("utf-8", "replace")  # noqa: E731
         return Result(list(args), rc, dec(out), dec(err), time.monotonic() - t0, to)
+
+    def run_measured(self, args, env, timeout=60):
+        """run() that also measures ckpt's peak RSS (KiB, Result.rss). A small Python process forks ckpt and
+        waits for it (os.wait4): forked from this test, whose memory holds the servers' files, ckpt's peak
+        would start at this process's (Linux keeps the pre-exec peak)."""
+        with tempfile.NamedTemporaryFile(mode="r") as f:
+            r = self.run(args, env, timeout=timeout, prefix=[sys.executable, "-c", MEASURE, f.name])
+            text = f.read().split()
+        if len(text) == 2:
+            r.rc, r.rss = int(text[0]), int(text[1])
+        else:
+            r.rss = 0
+        return r
 
     def clean(self, c, r):
         """No crash, no secret, whatever the exit; returns whether all held."""
@@ -715,10 +741,11 @@ class Row:
     patterns) for one error line naming the URL; `secs`: the bound the case must end in (2x its documented
     limit, or a few seconds); `reqs`: the most requests the server may see; `url`/`env`: another spelling of
     the input (s3:// against the server, a URL with user:password@) and its environment; `more(c, r, entries,
-    ctx)`: what else must hold."""
+    ctx)`: what else must hold; `whole`: the file is needed whole (a server that ignores Range). Every case
+    must also peak at most 64 MiB of RSS above the bytes it needs."""
 
-    def __init__(self, name, kind, file, want, args=(), secs=20, reqs=None, url=None, env=None, more=None):
-        self.name, self.kind, self.file, self.want, self.args = name, kind, file, want, tuple(args)
+    def __init__(self, name, kind, file, want, args=(), secs=20, reqs=None, url=None, env=None, more=None, whole=False):
+        self.name, self.kind, self.file, self.want, self.args, self.whole = name, kind, file, want, tuple(args), whole
         self.secs, self.reqs, self.url, self.env, self.more = secs, reqs, url, env, more
 
 
@@ -781,17 +808,18 @@ HOSTILE = [
     Row("flaky (a 500 on the first try of each range)", "flaky", MED, "ok", more=_retried(500)),
     Row("busy (a 429 with Retry-After: 1 once)", "busy", ST, "ok", more=_busy),
     Row("norange: refused, naming --limit", "norange", MED, ((3, 4), (r"range", r"--limit")), secs=10, reqs=1),
-    Row("norange: --limit download-bytes=100M takes it whole, once", "norange", MED, "ok", args=("--limit", "download-bytes=100M"), reqs=1),
+    Row("norange: --limit download-bytes=100M takes it whole, once", "norange", MED, "ok", args=("--limit", "download-bytes=100M"), reqs=1,
+        whole=True),
     Row("etag: the file changes between requests", "etag", MED, ((3, 4), (r"chang",)), more=_several),
     Row("lmchange: no ETag, a new Last-Modified and new bytes (same size)", "lmchange", MED, ((3, 4), (r"changed.*Last-Modified",)), more=_several),
     Row("novalidator: neither ETag nor Last-Modified: read, and said so", "novalidator", MED, "ok", more=_unverified),
     Row("endless404: a 404 whose body never ends", "endless404", ST, ((3,), ()), secs=10, reqs=1, more=_bounded_body),
     Row("ctletag: an ETag holding a bare CR is never sent back", "ctletag", MED, "ok", more=_no_if_range),
-    Row("stall: no byte of the body, --limit stall-seconds=2", "stall", ST, ((4,), (r"stall",)), args=("--limit", "stall-seconds=2"), secs=6),
-    Row("drip206: a 206 at 2 bytes/s, --limit stall-seconds=2", "drip206", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=6),
-    Row("drip404: a 404 body at 2 bytes/s, --limit stall-seconds=2", "drip404", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=6),
+    Row("stall: no byte of the body, --limit stall-seconds=2", "stall", ST, ((4,), (r"stall",)), args=("--limit", "stall-seconds=2"), secs=4),
+    Row("drip206: a 206 at 2 bytes/s, --limit stall-seconds=2", "drip206", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=4),
+    Row("drip404: a 404 body at 2 bytes/s, --limit stall-seconds=2", "drip404", ST, ((4,), (r"low-speed|stall",)), args=("--limit", "stall-seconds=2"), secs=4),
     Row("slowloris: 2 KiB/s (above low-speed), --limit request-seconds=2", "slowloris", ST, ((4,), (r"request-seconds",)),
-        args=("--limit", "request-seconds=2"), secs=5),
+        args=("--limit", "request-seconds=2"), secs=4),
     Row("reset: a connection reset once", "reset", MED, "ok", more=_retried("reset")),
     Row("shortonce: a body cut short once", "shortonce", ST, "ok", more=_several),
     Row("short: a body always cut short", "short", ST, ((4,), (r"cut short|transfer closed",)), secs=30),
@@ -823,7 +851,11 @@ def cases_hostile(T, bad, other, envs, medium, files, temp_secret, session_token
             ctx["signed"] = row.env is not None
             n0, ctx["other_n0"] = len(bad.requests), len(other.requests)
             ok = row.want == "ok"
-            r = T.run(["summary", *(("--json",) if ok else ()), *row.args, u], env, timeout=max(60, 3 * row.secs))
+            r = T.run_measured(["summary", *(("--json",) if ok else ()), *row.args, u], env, timeout=max(60, 3 * row.secs))
+            need = os.path.getsize(os.path.join(T.tmp, local[row.file])) if row.whole else 0
+            c.expect(r.rss <= (64 << 10) + need / 1024, f"{r}: peak RSS {r.rss / 1024:.1f} MiB, more than 64 MiB above the {need} bytes it needs")
+            if row.whole:  # held once: a second copy of the file would pass the bound above
+                c.expect(r.rss <= (24 << 10) + need / 1024, f"{r}: peak RSS {r.rss / 1024:.1f} MiB for a whole download of {need} bytes: held twice?")
             entries = [e for e in bad.requests[n0:] if e["kind"] == row.kind and (not row.file or e["name"] == row.file)]
             c.expect(r.secs <= row.secs, f"{r}: took {r.secs:.1f} s, the bound is {row.secs} s")
             if row.reqs is not None:
