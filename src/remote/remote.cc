@@ -22,10 +22,12 @@ namespace ckpt::remote {
 
 namespace {
 
-constexpr uint64_t kMaxListing = 64ull << 20;  // one page of a listing
+constexpr uint64_t kMaxListing = 16ull << 20;  // one page of a listing (the Hub's and S3's: 1000 entries, < 1 MiB)
 constexpr uint64_t kMaxPages = 10000;
-constexpr uint64_t kMaxListingBytes = 256ull << 20;  // all pages of one listing
-constexpr size_t kMaxListingEntries = 1'000'000;  // files and folders of one repo (the largest hold ~100k)
+constexpr uint64_t kMaxListingBytes = 128ull << 20;  // all pages of one listing
+// Files and folders of one repo: model repos hold at most a few thousand; 200k keeps an endless listing
+// within ~30 MB.
+constexpr size_t kMaxListingEntries = 200'000;
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);

@@ -826,6 +826,8 @@ HOSTILE = [
     Row("endless302: a redirect whose body never ends is followed", "endless302", ST, "ok", secs=10, more=_bounded_body),
     Row("loop: a redirect loop", "loop", ST, ((3,), (r"too many redirects",)), secs=10, reqs=11),
     Row("scheme: a redirect to file://", "scheme", ST, ((3,), (r"not http",)), secs=10, reqs=1),
+    Row("api: an HF repo listing whose pages never end: refused at the cap", "api", "", ((3,), (r"listing exceeds",)), secs=30, reqs=101,
+        url=lambda ctx, u: "hf://org/endless", env=lambda ctx: ctx["T"].env(HF_ENDPOINT=ctx["bad"].url)),
     Row("redirect: http://user:password@ to another host: no credential follows", "redirect", ST, "ok", reqs=1,
         url=lambda ctx, u: u.replace("://", f"://u:{ctx['url_password']}@", 1), more=_no_credentials_elsewhere),
     Row("redirect: s3:// object (SigV4 and session token) to another host: no credential follows", "redirect", ST, "ok", reqs=1,

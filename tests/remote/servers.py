@@ -74,7 +74,7 @@ are served under /KIND/NAME where KIND is one of
   works), busy (the first request of the file is a 429 with Retry-After: 1), norange (Range ignored: 200
   and the whole body, Accept-Ranges: none), etag (the ETag changes after the first request; an If-Range
   that no longer matches gets a 200 with the whole body, RFC 9110 13.1.5), ctletag (an ETag holding a bare CR),
-  endless404 (a 404 whose body never ends),
+  endless404 (a 404 whose body never ends), and more (KINDS); /api/...: an HF tree listing without end,
   stall (206 status and headers,
   then no body byte for `stall_seconds`, connection left open), reset (the first request of the file:
   connection closed with a TCP RST and no response; then ok), short (a 206/200 whose body stops halfway
@@ -1205,6 +1205,16 @@ class _BadHandler(http.server.BaseHTTPRequestHandler):
             entry["status"] = 405
             return self._simple(405, "method not allowed", [("Allow", "GET, HEAD")])
         query = self.path.split("?", 1)[1] if "?" in self.path else None
+        if kind == "api":  # HF_ENDPOINT here: a repo's tree listing whose Link pages never end, 2000 files a page
+            page = int(urllib.parse.parse_qs(query or "").get("cursor", ["0"])[0])
+            body = json.dumps([{"type": "file", "path": f"d{page}/f{i}.bin", "size": 1} for i in range(2000)]).encode()
+            entry["status"], entry["bytes"] = 200, len(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Link", f'<{srv.url}{path}?recursive=true&cursor={page + 1}>; rel="next"')
+            self.end_headers()
+            return self.wfile.write(body)
         if kind == "redirect":  # 307 to the same path on another server (another port: another host for a client)
             target = f"{srv.redirect_to}/ok/{name}" + (f"?{query}" if query else "")
             return self._redirect(entry, 307, target) if srv.redirect_to else self._simple(404, "no redirect target")
