@@ -80,6 +80,7 @@ TEST_CASE("side files: an HF folder read through model.safetensors still has its
   const Finding* f = dangerous_in(r, "posix.system", "pytorch_model.bin");
   REQUIRE(f);
   CHECK(f->where[0].rfind("pytorch_model.bin:posix.system at pickle+0x2", 0) == 0);
+  CHECK(f->message.rfind("pytorch_model.bin: pickle global posix.system is called by REDUCE", 0) == 0);
 }
 
 TEST_CASE("side files: each pickle a Trainer checkpoint folder holds is scanned, named by its file") {
@@ -164,6 +165,18 @@ TEST_CASE("side files: found by their first bytes, not only by name") {
   CHECK(dangerous_in(r, "os.system", "state"));
   for (const Finding& f : r.findings)
     for (const Location& l : f.locations) CHECK(l.file != "adapter.bin");
+}
+
+TEST_CASE("side files: a named file whose container is broken is scan-incomplete, naming it") {
+  Folder d(test::testdata() / "t211" / "hf_bert_bf16");
+  d.write("optimizer.pt", "PK\x03\x04 but no central directory");
+  const CheckResult r = run_checks(d.path(), Limits{});
+  CHECK(r.read_error.empty());
+  bool named = false;
+  for (const Finding& f : r.findings)
+    named = named || (f.id == "scan-incomplete" && f.message.rfind("optimizer.pt was not scanned: ", 0) == 0 &&
+                      f.locations.size() == 1 && f.locations[0].file == "optimizer.pt");
+  CHECK(named);
 }
 
 TEST_CASE("side files: a folder whose weights do not read still has its pickles scanned") {

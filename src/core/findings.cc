@@ -527,9 +527,11 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
 namespace {
 
 // A scan of a file that is not the one checked: each place it names starts "<label>:", each location's
-// file is the label.
-void add_labeled(std::vector<Finding> found, const std::string& label, std::vector<Finding>& out) {
+// file is the label; with `in_message`, the message starts "<label>: " too (summary's text shows no
+// places).
+void add_labeled(std::vector<Finding> found, const std::string& label, std::vector<Finding>& out, bool in_message = false) {
   for (Finding& x : found) {
+    if (in_message) x.message = label + ": " + x.message;
     for (auto& w : x.where) w = label + ":" + w;
     for (Location& l : x.locations) l.file = label;
     out.push_back(std::move(x));
@@ -546,13 +548,14 @@ size_t side_findings(const FolderFiles& side, const std::string& dir, const Limi
     std::string why = f.error;
     if (f.file) {
       try {
-        add_labeled(scan_findings(scan_pickles(*f.file, limits, nullptr, scope)), f.label, out);
+        add_labeled(scan_findings(scan_pickles(*f.file, limits, nullptr, scope)), f.label, out, true);
         ++scanned;
         continue;
       } catch (const InputError& e) { why = e.render(); }
     }
-    if (!why.empty())
-      problem_rules({{ScanProblem::Kind::NotScanned, f.label, f.label, why}}, out);
+    if (why.empty()) continue;
+    problem_rules({{ScanProblem::Kind::NotScanned, f.label, f.label, why}}, out);
+    out.back().locations = {Location{f.label, "", std::nullopt, "", ""}};  // the file, no member
   }
   if (side.left_out)
     out.push_back({"scan-incomplete", Severity::Warning,
