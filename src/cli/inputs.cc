@@ -24,12 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/dcp.h"
-#include "core/hf_config.h"
 #include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/security.h"
-#include "core/sharded.h"
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/vfs.h"
@@ -144,7 +141,7 @@ bool selected(const std::string& rel, bool is_dir, const std::vector<std::string
   return is_dir || has_checkpoint_extension(rel);
 }
 
-bool is_checkpoint_dir(const std::string& path) { return is_dcp_dir(path) || !find_index(path).empty() || is_hf_dir(path); }
+bool is_checkpoint_dir(const std::string& path) { return is_model_folder(path); }
 
 Expanded expand_inputs(const InputOptions& o) {
   if (o.files.empty()) throw UsageError("no FILE given");

@@ -43,6 +43,16 @@ const char* to_string(Format f) {
   return "?";
 }
 
+const char* to_string(SideKind k) {
+  switch (k) {
+    case SideKind::Pickle: return "pickle";
+    case SideKind::Zip: return "zip";
+    case SideKind::Tar: return "tar";
+    case SideKind::Other: return "other";
+  }
+  return "?";
+}
+
 const char* to_string(Container c) {
   switch (c) {
     case Container::None: return "";

@@ -154,6 +154,26 @@ struct ScanFile {
   std::string label;
 };
 
+// A model folder's file beside the files its reader read as the model, that a user or a framework would
+// load with pickle: by its name (*.bin, *.pt, *.pth, *.ckpt, *.pkl, *.pickle, *.pt2, *.ptl: a Trainer's
+// optimizer.pt, training_args.bin) or, locally, by its first bytes (a pickle, a zip). `check` and
+// `summary` scan each as `check FILE` would (reader.h: folder_side_files).
+enum class SideKind : uint8_t { Pickle, Zip, Tar, Other };  // Other: named so, but none of those: not scanned
+struct SideFile {
+  std::string path;  // as vfs opens it
+  std::string label;  // its name in the folder
+  uint64_t size = 0;
+  SideKind kind = SideKind::Other;
+  std::shared_ptr<MappedFile> file;  // null for Other
+  std::string error;  // a file named so that could not be opened: not scanned
+};
+struct FolderFiles {
+  bool folder = false;  // the input is a model folder (a directory or a remote one)
+  std::vector<SideFile> files;  // in name order
+  uint64_t left_out = 0;  // files past kMaxFolderFiles, not looked at
+};
+constexpr uint64_t kMaxFolderFiles = 10'000;
+
 // One `where` of a finding as fields, taken from the scan that made it (never parsed back from the
 // text), so that JSON and SARIF consumers need no regex. Empty / nullopt: does not apply.
 struct Location {
@@ -274,6 +294,7 @@ struct ShardedInfo {
 struct DcpInfo {
   std::vector<std::string> bytes_entries;  // BytesStorageMetadata entries
   std::vector<std::pair<std::string, uint64_t>> files;  // every file of the directory and its size, by name
+  std::vector<std::string> data_files;  // the files storage_data names (regions of torch.save zips)
 };
 
 // torch.export archives (.pt2, see pt2.h). Sizes of symbolic dimensions are their text ("s77", "2*s0").
@@ -357,6 +378,7 @@ struct Checkpoint {
   std::optional<HfConfig> hf;  // a Hugging Face model's config.json (hf_config.h)
   std::vector<FrozenConstants> frozen;  // one per frozen archive read (a sharded checkpoint's: its shards')
   std::vector<ScanFile> scan_files;  // sharded / DCP: what `check` scans instead of `file`
+  FolderFiles side;  // a model folder's other files that pickle would load: scanned too
   std::vector<GlobalRef> globals;  // every global the pickles named
   // The stored zip member whose pickle gave the first `globals_main` of `globals` (data.pkl): the security
   // scan of `file` takes them from here instead of running that pickle again.
@@ -374,6 +396,7 @@ const char* to_string(TensorKind k);
 const char* to_string(Severity s);
 const char* to_string(Format f);
 const char* to_string(Container c);
+const char* to_string(SideKind k);
 const char* to_string(Content c);
 const char* to_string(Layout l);  // Other: "other" (Tensor::layout_text gives the saved name)
 // The layout a name denotes: every to_string name maps back, anything else is Other.

@@ -85,6 +85,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
         auto f = vfs::open(vfs::join(root, file));
         mf->second = f.get();
         ck.keep_alive.push_back(f);
+        ck.dcp.data_files.push_back(file);
       }
       Chunk c;
       c.offsets = ints(field(idx, "offset"));

@@ -524,21 +524,67 @@ std::vector<Finding> security_findings(const MappedFile& file, const Limits& lim
   return scan_findings(scan_pickles(file, limits));
 }
 
+namespace {
+
+// A scan of a file that is not the one checked: each place it names starts "<label>:", each location's
+// file is the label; with `in_message`, the message starts "<label>: " too (summary's text shows no
+// places).
+void add_labeled(std::vector<Finding> found, const std::string& label, std::vector<Finding>& out, bool in_message = false) {
+  for (Finding& x : found) {
+    if (in_message) x.message = label + ": " + x.message;
+    for (auto& w : x.where) w = label + ":" + w;
+    for (Location& l : x.locations) l.file = label;
+    out.push_back(std::move(x));
+  }
+}
+
+// The security scan of a model folder's side files, each as `check FILE` scans a file; a side file that
+// cannot be scanned (not opened, a broken container) is scan-incomplete, and so are the files past the
+// bound. Returns how many were scanned.
+size_t side_findings(const FolderFiles& side, const std::string& dir, const Limits& limits, ScanScope scope,
+                     std::vector<Finding>& out) {
+  size_t scanned = 0;
+  for (const SideFile& f : side.files) {
+    std::string why = f.error;
+    if (f.file) {
+      try {
+        add_labeled(scan_findings(scan_pickles(*f.file, limits, nullptr, scope)), f.label, out, true);
+        ++scanned;
+        continue;
+      } catch (const InputError& e) { why = e.render(); }
+    }
+    if (why.empty()) continue;
+    problem_rules({{ScanProblem::Kind::NotScanned, f.label, f.label, why}}, out);
+    out.back().locations = {Location{f.label, "", std::nullopt, "", ""}};  // the file, no member
+  }
+  if (side.left_out)
+    out.push_back({"scan-incomplete", Severity::Warning,
+                   fmt::format("the model folder holds {} more file(s) than the {} that ckpt looks at for pickles beside "
+                               "the model (in name order): those were not scanned",
+                               side.left_out, kMaxFolderFiles),
+                   "check the other files by name (ckpt check FOLDER/FILE), or keep fewer files in a model folder",
+                   {vfs::display(dir)},
+                   {}});
+  return scanned;
+}
+
+}  // namespace
+
 std::vector<Finding> security_findings(const std::string& path, const Checkpoint* ck, const Limits& limits, ScanScope scope) {
   if (!is_index_path(path) && !vfs::is_dir(path)) {
     if (ck && ck->file) return scan_findings(scan_pickles(*ck->file, limits, ck, scope));  // the reader's mapping and globals
     return security_findings(*vfs::open(path), limits);
   }
   std::vector<Finding> out;
-  if (!ck) return out;
-  // The files the reader named (shards, DCP's .metadata); the locations name the file.
-  for (const ScanFile& f : ck->scan_files) {
-    for (Finding x : scan_findings(scan_pickles(*vfs::open(f.path), limits))) {
-      for (auto& w : x.where) w = f.label + ":" + w;
-      for (Location& l : x.locations) l.file = f.label;
-      out.push_back(std::move(x));
-    }
+  // A folder whose reader failed: every file pickle would load, the weights too (Python would run what
+  // comes before a bad byte).
+  if (!ck) {
+    if (is_model_folder(path)) side_findings(folder_side_files(path, nullptr, limits), path, limits, scope, out);
+    return out;
   }
+  // The files the reader named (shards, DCP's .metadata), then a folder's other pickles.
+  for (const ScanFile& f : ck->scan_files) add_labeled(scan_findings(scan_pickles(*vfs::open(f.path), limits)), f.label, out);
+  side_findings(ck->side, path, limits, scope, out);
   return out;
 }
 
@@ -553,6 +599,16 @@ CheckResult run_checks(const std::string& path, const Limits& limits) {
     r.findings.insert(r.findings.end(), sec.begin(), sec.end());
     r.scanned = true;
   } catch (const InputError& e) { r.read_error = e.render(); }
+  if (r.scanned || !is_model_folder(path)) return r;
+  // The folder's reader failed: its pickles still get the scan that `check FILE` gives a rejected file.
+  try {
+    std::vector<Finding> found;
+    if (side_findings(folder_side_files(path, nullptr, limits), path, limits, ScanScope::Full, found) > 0) {
+      r.findings = std::move(found);
+      r.scanned = true;
+    }
+  } catch (const InputError&) {  // the folder cannot be listed: the reader's error says enough
+  }
   return r;
 }
 

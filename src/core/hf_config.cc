@@ -8,7 +8,6 @@
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "core/sharded.h"
 #include "core/text.h"
 #include "core/vfs.h"
 
@@ -152,10 +151,6 @@ std::string hf_single_weights(const std::string& dir) {
   for (const char* name : {"model.safetensors", "pytorch_model.bin"})
     if (is_file(in_dir(dir, name))) return in_dir(dir, name);
   return "";
-}
-
-bool is_hf_dir(const std::string& dir) {
-  return is_file(in_dir(dir, "config.json")) && (!find_index(dir).empty() || !hf_single_weights(dir).empty());
 }
 
 J hf_json(const HfConfig& c) {

@@ -64,9 +64,6 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
 // pytorch_model.bin (transformers' preference), when `dir` holds a config.json; "" otherwise.
 std::string hf_single_weights(const std::string& dir);
 
-// Whether `dir` is a Hugging Face model folder: a config.json with a single weights file or an index.
-bool is_hf_dir(const std::string& dir);
-
 // Summary JSON's metadata.hf: {"config", "architectures", "model_type", "dtype", ...}, the facts present.
 nlohmann::ordered_json hf_json(const HfConfig& c);
 // The `Model:` line of summary's text: "GPT2LMHeadModel (gpt2), float32, 2 layers, hidden 64, ...".

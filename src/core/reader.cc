@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -264,6 +265,81 @@ bool looks_like_text(const ByteView& f) {
       return f.size() < 5 || f.le<uint32_t>(1) > f.size() - 5;
     default: return true;  // no opcode, or one that cannot come first (INST without a MARK, SETITEM, ...)
   }
+}
+
+namespace {
+
+// The names a user or framework loads with torch.load / pickle.load (a Trainer's optimizer.pt,
+// scheduler.pt, rng_state*.pth, training_args.bin; a second copy of the weights).
+bool pickle_name(std::string_view name) {
+  std::string n(name);
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".pt2", ".ptl"})
+    if (n.size() > ext.size() && n.compare(n.size() - ext.size(), ext.size(), ext) == 0) return true;
+  return false;
+}
+
+// What a folder's file is to torch.load, in the format table's order (zip, tar, safetensors, text,
+// pickle); nullopt: no side file. Protocols 0 and 1 carry no signature, so a file that no name marks is
+// taken for one only when Python would unpickle it to its STOP.
+std::optional<SideKind> side_kind(const ByteView& v, bool named, const Limits& lim) {
+  if (looks_like_zip(v)) return SideKind::Zip;
+  if (named && looks_like_tar(v)) return SideKind::Tar;
+  if (looks_like_safetensors(v) || looks_like_text(v) || !looks_like_pickle(v))
+    return named ? std::optional<SideKind>(SideKind::Other) : std::nullopt;
+  if (named || (v.u8(0) == 0x80 && v.u8(1) >= 2)) return SideKind::Pickle;
+  try {
+    Heap heap;
+    unpickle(v, 0, heap, lim);
+    return SideKind::Pickle;
+  } catch (const InputError&) { return std::nullopt; }
+}
+
+// The names of the folder's files that `ck`'s reader read as the model.
+std::set<std::string> model_files(const Checkpoint* ck) {
+  std::set<std::string> out;
+  if (!ck) return out;
+  for (const ScanFile& f : ck->scan_files) out.insert(vfs::filename(f.path));
+  if (ck->format == Format::Sharded) out.insert(vfs::filename(ck->path));
+  for (const std::string& f : ck->dcp.data_files) out.insert(f);
+  return out;
+}
+
+}  // namespace
+
+bool is_model_folder(const std::string& dir) {
+  return is_dcp_dir(dir) || !find_index(dir).empty() || !hf_single_weights(dir).empty();
+}
+
+FolderFiles folder_side_files(const std::string& dir, const Checkpoint* ck, const Limits& limits) {
+  FolderFiles out;
+  out.folder = true;
+  const bool remote = vfs::is_url(dir);
+  const std::set<std::string> skip = model_files(ck);
+  uint64_t seen = 0;
+  for (const vfs::Entry& e : vfs::list(dir)) {
+    if (e.dir || e.size == 0 || skip.count(e.name)) continue;  // size 0: empty, or no regular file
+    const bool named = pickle_name(e.name);
+    if (remote && !named) continue;  // a remote file is looked at only when its name says pickle
+    if (++seen > kMaxFolderFiles) {
+      ++out.left_out;
+      continue;
+    }
+    SideFile f{vfs::join(dir, e.name), e.name, e.size, SideKind::Other, nullptr, ""};
+    try {
+      f.file = vfs::open(f.path);
+      const std::optional<SideKind> kind = side_kind(f.file->view(), named, limits);
+      if (!kind) continue;
+      f.kind = *kind;
+      f.size = f.file->size();
+    } catch (const InputError& x) {
+      if (!named) continue;
+      f.error = x.render();
+    }
+    if (f.kind == SideKind::Other) f.file.reset();
+    out.files.push_back(std::move(f));
+  }
+  return out;
 }
 
 namespace {
@@ -696,6 +772,7 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
   Checkpoint ck = read_input(Input{path, nullptr}, limits);
   attach_hf_config(ck, path, limits);
+  if (vfs::is_dir(path)) ck.side = folder_side_files(path, &ck, limits);
   ck.path = vfs::display(ck.path);
   return ck;
 }

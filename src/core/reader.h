@@ -25,6 +25,18 @@ Checkpoint read_checkpoint(const std::string& path, const Limits& limits = Limit
 // The weights alone, without a Hugging Face config.json beside them (a sharded set's shards).
 Checkpoint read_weights(const std::string& path, const Limits& limits = Limits{});
 
+// Whether `dir` is one model: a DCP directory, a directory with a sharded checkpoint's *.index.json, or a
+// Hugging Face model folder (config.json beside model.safetensors or pytorch_model.bin).
+bool is_model_folder(const std::string& dir);
+
+// The files of the model folder `dir` that pickle would load besides those `ck` read as the model (its
+// weights or shards, DCP's .metadata and data files, the index): each file in `dir` itself (no
+// sub-folder) whose name ends .bin .pt .pth .ckpt .pkl .pickle .pt2 .ptl (any case), or, in a local folder,
+// whose first bytes are a zip or a pickle (protocol 2+ by its signature, 0 and 1 when Python would read it
+// to its STOP). Empty files are none. With `ck` null (its reader failed), every such file. At most
+// kMaxFolderFiles files are looked at, in name order. Throws InputError when `dir` cannot be listed.
+FolderFiles folder_side_files(const std::string& dir, const Checkpoint* ck, const Limits& limits = Limits{});
+
 // Printable text whose first byte starts no pickle that Python would read on from (a script, notes,
 // a README): INST without a MARK, SETITEM, a byte that is no opcode, GLOBAL of a line that names no
 // module, INT of a line that is no number. Python's unpickler stops at that first opcode, importing

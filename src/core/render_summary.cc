@@ -146,6 +146,11 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
     for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({})", x.file, counted(x.tensors, "tensor")));
     line("Shards", join(sh, ", "));
   }
+  if (!ck.side.files.empty()) {  // a model folder's other files that pickle would load: scanned
+    std::vector<std::string> sf;
+    for (const SideFile& f : ck.side.files) sf.push_back(fmt::format("{} ({}, {})", f.label, human_bytes(f.size), to_string(f.kind)));
+    line("Beside", join(sf, ", ", 20, ", and {} more"));
+  }
   if (ck.safetensors_metadata && !ck.safetensors_metadata->empty())
     line("Metadata", json_text(metadata_json(ck)["__metadata__"], -1));
   if (ck.format == Format::TorchScript) {
@@ -575,6 +580,11 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   }
   if (s.memory) j["memory"] = memory_json(*s.memory);
   if (J t = training_json(ck.training); !t.is_null()) j["training"] = std::move(t);
+  if (ck.side.folder) {
+    J side = J::array();
+    for (const SideFile& f : ck.side.files) side.push_back(J{{"path", f.label}, {"size", f.size}, {"kind", to_string(f.kind)}});
+    j["side_files"] = std::move(side);
+  }
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
   out += json_text(j);
   out.resize(out.rfind('}'));

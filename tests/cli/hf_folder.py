@@ -11,7 +11,8 @@ GPT-2, BERT; single files and sharded).
 - `diff` takes the folder on either side (folder vs its own file: same);
 - `check` reports a config.json that disagrees with the weights (hf-config): vocab_size against the
   embedding's rows, num_hidden_layers against the numbered blocks, dtype against the weights, a config
-  that is not JSON; the unmodified folders have no hf-config finding.
+  that is not JSON; the unmodified folders have no hf-config finding;
+- `check` and `summary` of a model folder scan the pickles beside its weights (side_files below).
 """
 
 import argparse
@@ -45,6 +46,71 @@ def run(*cmd):
 def expect(what, cond):
     if not cond:
         fails.append(what)
+
+
+EVIL_P0 = b"cos\nsystem\n(S'echo pwned'\ntR."
+EVIL_P2 = b"\x80\x02cposix\nsystem\nX\x0a\x00\x00\x00echo pwned\x85R."
+
+
+def side_files(ckpt, td):
+    """A model folder's other pickles (issue 44 point 1): each layout is a copy of a real fixture with a
+    hand-written malicious pickle put in (an HF folder with pytorch_model.bin beside model.safetensors; the
+    Trainer folder testdata/trainer/checkpoint-2 with training_args.bin, rng_state.pth, rng_state_3.pth,
+    optimizer.pt or scheduler.pt; a sharded and a DCP folder with extra_weights.pt). Each exits 1 (0 with
+    --fail-on never) naming the file in `at:` lines, locations[].file and SARIF; the clean Trainer folder
+    gives what `check training_args.bin` gives (TrainingArguments is outside the allowlist), and summary
+    lists its four side files. Returns how many layouts ran."""
+    trainer = os.path.join(td, "trainer", "checkpoint-2")
+    layouts = [("hf", os.path.join(td, "t211", "hf_bert_bf16"), "pytorch_model.bin", EVIL_P2)]
+    layouts += [("trainer", trainer, n, EVIL_P0) for n in ("training_args.bin", "rng_state.pth", "rng_state_3.pth", "optimizer.pt",
+                                                             "scheduler.pt")]
+    layouts += [(k, os.path.join(td, "formats", k), "extra_weights.pt", EVIL_P0) for k in ("sharded_st", "dcp")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, (kind, src, name, evil) in enumerate(layouts):
+            dst = os.path.join(tmp, f"{k}_{kind}")
+            shutil.copytree(src, dst)
+            with open(os.path.join(dst, name), "wb") as f:
+                f.write(evil)
+            what = f"{kind} + malicious {name}"
+            p = run(ckpt, "check", dst)
+            expect(f"{what}: check exit {p.returncode}, want 1: {p.stderr}", p.returncode == 1)
+            expect(f"{what}: no 'at: {name}:' line", f"  at: {name}:" in p.stdout)
+            expect(f"{what}: last line {p.stdout.splitlines()[-1:]}", p.stdout.rstrip().endswith("--fail-on error: FAIL"))
+            p = run(ckpt, "check", "--fail-on", "never", dst)
+            expect(f"{what}: check --fail-on never exit {p.returncode}", p.returncode == 0)
+            p = run(ckpt, "check", "--json", dst)
+            doc = json.loads(p.stdout)
+            bad = [f for f in doc["findings"] if f["id"] == "dangerous-global" and any(l["file"] == name for l in f["locations"])]
+            expect(f"{what}: no dangerous-global located in {name}", bad and doc["status"] == "fail")
+            p = run(ckpt, "check", "--format", "sarif", dst)
+            uris = {l["physicalLocation"]["artifactLocation"]["uri"] for r in json.loads(p.stdout)["runs"][0]["results"]
+                    for l in r.get("locations", [])}
+            expect(f"{what}: SARIF locations {uris}", name in uris)
+            p = run(ckpt, "summary", "--json", dst)
+            side = {f["path"]: f["kind"] for f in json.loads(p.stdout).get("side_files", [])}
+            expect(f"{what}: summary side_files {side}", side.get(name) == "pickle")
+
+    # The clean Trainer folder: what `check training_args.bin` says, labelled; nothing in the others.
+    alone = json.loads(run(ckpt, "check", "--json", os.path.join(trainer, "training_args.bin")).stdout)
+    p = run(ckpt, "check", "--json", trainer)
+    doc = json.loads(p.stdout)
+    files = {l["file"] for f in doc["findings"] for l in f["locations"]}
+    expect(f"clean trainer: findings in {files}", files == {"training_args.bin"})
+    expect(f"clean trainer: {len(doc['findings'])} findings, training_args.bin alone {len(alone['findings'])}",
+           [f["id"] for f in doc["findings"]] == [f["id"] for f in alone["findings"]])
+    expect(f"clean trainer: exit {p.returncode}, want 1 (as training_args.bin alone)", p.returncode == 1)
+    p = run(ckpt, "summary", trainer)
+    beside = [l for l in p.stdout.splitlines() if l.startswith("Beside:")]
+    expect(f"clean trainer: summary Beside: {beside}",
+           beside == ["Beside:   optimizer.pt (54.1 kB, zip), rng_state.pth (14.3 kB, zip), scheduler.pt (1.5 kB, zip), "
+                      "training_args.bin (5.3 kB, zip)"])
+    p = run(ckpt, "summary", "--json", trainer)
+    side = json.loads(p.stdout)["side_files"]
+    want = [{"path": n, "size": os.path.getsize(os.path.join(trainer, n)), "kind": "zip"}
+            for n in ("optimizer.pt", "rng_state.pth", "scheduler.pt", "training_args.bin")]
+    expect(f"clean trainer: side_files {side}", side == want)
+
+    return len(layouts)
 
 
 def main():
@@ -145,9 +211,11 @@ def main():
     for args in (["--batch", "2"], ["--memory", "--dtype", "float64"], ["--memory", "--batch", "0"], ["--memory", "--seq-len", "0"]):
         p = run(a.ckpt, "summary", *args, folders[0])
         expect(f"summary {args}: exit {p.returncode}, {p.stderr.strip()}", p.returncode == 2 and p.stderr.startswith("ckpt: error:"))
+    layouts = side_files(a.ckpt, td)
     for f in fails:
         print("FAIL", f)
-    print(f"{len(folders)} folders, {len(cases)} disagreeing configs; {len(fails)} failures")
+    print(f"{len(folders)} folders, {len(cases)} disagreeing configs, {layouts} folders with a malicious pickle beside the weights; "
+          f"{len(fails)} failures")
     return 1 if fails else 0
 
 

@@ -24,6 +24,8 @@ What is checked:
   a repo (hf://ORG/REPO/PATH); the gated repo: without HF_TOKEN (and with a wrong one) exit 4 with one
   stderr line naming the URL and HF_TOKEN, with it the file's summary; the token is never printed and
   never reaches the CDN;
+- a malicious optimizer.pt beside an hf:// folder's model.safetensors: `check` exits 1 naming it, `summary`
+  lists it in side_files; files whose name says no pickle, and sub-folders, are never fetched;
 - s3://BUCKET/PREFIX/ (files, and a sharded HF folder) is the local directory; a wrong secret, no
   credentials: exit 4 with one line naming the s3:// URL, the secret never printed; credentials from a
   ~/.aws/credentials profile (AWS_PROFILE), from AWS_SHARED_CREDENTIALS_FILE, session credentials
@@ -386,6 +388,11 @@ def run_all(ckpt, root, tmp, only, t_start):
     folder = lambda name: {f: os.path.join(td, "hf211", name, f) for f in sorted(os.listdir(os.path.join(td, "hf211", name)))}  # noqa: E731
     gpt2, llama, bert = folder("gpt2_tiny"), folder("llama_gqa_bf16"), folder("bert_enc")
     bert_single = {f: os.path.join(td, "t211", "hf_bert_bf16", f) for f in ("config.json", "model.safetensors")}
+    evil = os.path.join(tmp, "evil.pkl")  # protocol 2: GLOBAL posix.system, REDUCE
+    with open(evil, "wb") as f:
+        f.write(b"\x80\x02cposix\nsystem\nX\x0a\x00\x00\x00echo pwned\x85R.")
+    sidecar = {**bert_single, "optimizer.pt": evil, "rng_state.pth": os.path.join(td, "trainer", "checkpoint-2", "rng_state.pth"),
+               "blob": evil, "sub/extra.pt": evil}
 
     # the large files, written while the servers start
     gen_dir = os.path.join(tmp, "gen")
@@ -405,6 +412,7 @@ def run_all(ckpt, root, tmp, only, t_start):
         ("org", "nested", "main", {**{f"bert/{k}": v for k, v in bert.items()}, "other/sd.pt": files["sd_compiled_211.pt"],
                                    "README.md": os.path.join(td, "README.md")}, "public", 2),
         ("org", "gated", "main", bert_single, "gated", None),
+        ("org", "sidecar", "main", sidecar, "public", None),
     ]
     for org, repo, rev, fl, _, _ in hub_repos:
         mirror(tmp, f"m/hub/{org}/{repo}/{rev}", fl)
@@ -458,6 +466,7 @@ def run_all(ckpt, root, tmp, only, t_start):
                        large=large, medium=medium, gpt2=gpt2, bert=bert)
             cases_same_files(**ctx)
             cases_hf(**ctx)
+            cases_side_files(**ctx)
             cases_s3(**ctx)
             cases_large(**ctx)
             cases_hostile(**ctx)
@@ -642,6 +651,31 @@ def cases_hf(T, ng, envs, hf_token, wrong_token, gpt2, bert, **_):
         with T.case("hf: a revision the repo does not have: exit 3, one line naming the URL") as c:
             u = "hf://org/files@nope/model.safetensors"
             T.error(c, T.run(["summary", u], env), u, (3,))
+
+
+def cases_side_files(T, ng, envs, **_):
+    """A malicious pickle beside the weights of an hf:// model folder: found by its name in the listing and
+    scanned through the block cache; files no name marks, and sub-folders, are never fetched."""
+    name = "hf: side files: a malicious optimizer.pt beside model.safetensors fails check; unnamed files are not fetched"
+    if not T.wanted(name):
+        return
+    env, url = envs["hf"], "hf://org/sidecar"
+    with T.case(name) as c:
+        seen = log_slice(lambda: hub_log(ng))
+        r = T.run(["check", "--json", url], env)
+        T.clean(c, r)
+        c.expect(r.rc == 1, f"{r}: expected exit 1")
+        docs = T.docs(c, r)
+        files = sorted({l["file"] for d in docs for f in d.get("findings", []) for l in f["locations"] if l["file"]})
+        c.expect(files == ["optimizer.pt"], f"{r}: findings in {files}, want optimizer.pt only")
+        uris = [e["uri"] for e in seen()]
+        c.expect(not any(u.split("?")[0].endswith(("/blob", "/sub/extra.pt")) for u in uris), f"{r}: fetched {uris}")
+        r = T.run(["summary", "--json", url], env)
+        T.clean(c, r)
+        docs = T.docs(c, r)
+        side = docs[0].get("side_files") if docs else None
+        c.expect(side == [{"path": "optimizer.pt", "size": 34, "kind": "pickle"},
+                          {"path": "rng_state.pth", "size": 14327, "kind": "zip"}], f"{r}: side_files {side}")
 
 
 def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
