@@ -3,6 +3,10 @@
 and expected.json holding the same object as JSON in the shape ckpt's inert unpickler reports it:
 tuples/lists/sets as arrays, dict keys as strings, bytes as "<N bytes>", ints beyond 64 bits as decimal
 strings, instances as {"__class__": "module.Name", **state}.  Run: /usr/bin/python3 testdata/gen_pickles.py
+
+Also frames_p4.pkl: pickle.dump (protocol 4) of an object large enough for several FRAMEs with a bytes
+object written between two frames (CPython writes a payload of 64 KiB or more outside any frame), the
+shape a well-formed framed pickle has: both of the security scan's parses (bytes, file object) agree.
 """
 import json
 import os
@@ -59,6 +63,11 @@ def main():
         assert pickle.loads(data)["point"].y == "two"
         with open(os.path.join(out, "p%d.pkl" % proto), "wb") as f:
             f.write(data)
+    framed = {"small": list(range(300)), "big": b"y" * 66000, "many": [None] * 70000, "tail": "end"}
+    with open(os.path.join(out, "frames_p4.pkl"), "wb") as f:
+        pickle.dump(framed, f, protocol=4)
+    with open(os.path.join(out, "frames_p4.pkl"), "rb") as f:
+        assert pickle.load(f) == framed
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(to_json(obj), f, indent=1, ensure_ascii=False)
         f.write("\n")

@@ -25,12 +25,10 @@ TEST_CASE("check: the summary fixtures call nothing outside the allowlist but th
   // torch.save(model) of a class defined in the generator pickles __main__.<Class> + NEWOBJ: a class
   // the file makes Python instantiate, which the allowlist verdict calls dangerous by design. Nothing
   // else in these files (torch's own modules, tensors, dtypes, Lightning dicts) may be.
-  // One known exception: t215/dcp/.metadata, pickled by the truth environment's Python 3.11.2, whose
-  // Enum.__reduce_ex__ pickles a member by name as builtins.getattr(cls, name) (bpo-44342; Python 3.12, and
-  // 3.11's later releases, pickle cls(value) again, as t26/t214's .metadata has it); DCP reads .metadata with
-  // pickle.load. getattr is not on the allowlist, so check reports it; whether it should accept getattr of a
-  // member name on an allowlisted class is open (issue 39). Counted, so that a change shows here.
-  size_t user_classes = 0, enum_by_name = 0;
+  // t215/dcp/.metadata, pickled by the truth environment's Python 3.11.2, pickles an Enum member by name
+  // as builtins.getattr(cls, name) (Enum.__reduce_ex__): allowed in exactly that shape (allowlist.cc's
+  // member lookups; the test below), so it is no finding.
+  size_t user_classes = 0;
   for (const auto& f : test::fixtures()) {
     CAPTURE(f.id);
     const CheckResult r = run_checks(f.file.string(), Limits{});
@@ -38,16 +36,11 @@ TEST_CASE("check: the summary fixtures call nothing outside the allowlist but th
     for (const Finding& x : r.findings) {
       if (x.id != "dangerous-global") continue;
       CAPTURE(x.message);
-      if (f.id == "t215/dcp" && x.message.rfind("pickle global builtins.getattr ", 0) == 0) {
-        ++enum_by_name;
-        continue;
-      }
       CHECK(x.message.rfind("pickle global __main__.", 0) == 0);
       ++user_classes;
     }
   }
   CHECK(user_classes >= 1);
-  CHECK(enum_by_name == 1);
 }
 
 TEST_CASE("check: classification of globals") {
@@ -124,4 +117,118 @@ TEST_CASE("check: the verdict is the allowlist's, whatever the opcode") {
   GlobalRef c = ref("<computed>", "<computed>", kUseCalled);
   c.computed = true;
   CHECK(judge_global(c).cls == GlobalClass::Dangerous);
+}
+
+namespace {
+
+std::string sbu(std::string_view s) { return std::string("\x8c") + static_cast<char>(s.size()) + std::string(s); }
+std::string stack_global(std::string_view m, std::string_view n) { return sbu(m) + sbu(n) + "\x93"; }
+
+std::vector<Finding> scan_bytes(const std::string& bytes) {
+  return scan_findings(scan_pickles(*MappedFile::from_memory(bytes, "mem.pkl"), Limits{}));
+}
+
+std::vector<std::string> ids(const std::vector<Finding>& fs) {
+  std::vector<std::string> out;
+  for (const Finding& f : fs) out.push_back(f.id);
+  return out;
+}
+
+const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
+  for (const Finding& f : fs)
+    if (f.id == id) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+// Python 3.11+ pickles an Enum member as REDUCE(builtins.getattr, (EnumClass, 'MEMBER')); a torch 2.15
+// DCP .metadata holds one per tensor (TensorProperties.memory_format). Allowed in that shape only.
+TEST_CASE("check: getattr of an allowed Enum member, and nothing else") {
+  const std::string getattr = stack_global("builtins", "getattr");
+  const std::string fmt = stack_global("torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING");
+  const auto lookup = [&](const std::string& cls, const std::string& args) {
+    return scan_bytes("\x80\x04" + getattr + cls + args + "R.");
+  };
+  for (const char* m : {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"}) {
+    CAPTURE(m);
+    CHECK(lookup(fmt, sbu(m) + "\x86").empty());
+  }
+  // The real file: no finding.
+  const CheckResult dcp = run_checks((test::testdata() / "t215" / "dcp" / ".metadata").string(), Limits{});
+  CHECK(ids(dcp.findings).empty());
+  // Another member name, another class (of the same allowed module), another module, three arguments.
+  for (const auto& fs : {lookup(fmt, sbu("__class__") + "\x86"), lookup(fmt, sbu("TORCH_CONTIGUOUS_FORMAT.x") + "\x86"),
+                         lookup(stack_global("torch.distributed.checkpoint.metadata", "Metadata"),
+                                sbu("TORCH_CONTIGUOUS_FORMAT") + "\x86"),
+                         lookup(stack_global("os", "path"), sbu("TORCH_CONTIGUOUS_FORMAT") + "\x86"),
+                         lookup("(" + fmt, sbu("TORCH_CONTIGUOUS_FORMAT") + "Nt")}) {
+    const Finding* f = find(fs, "dangerous-global");
+    REQUIRE(f != nullptr);
+    CHECK(f->message.find("builtins.getattr") != std::string::npos);
+  }
+  // One allowed lookup, then the same (memoized) getattr called on something else.
+  {
+    const std::string p = "\x80\x04" + getattr + "\x94" + fmt + sbu("TORCH_CHANNELS_LAST") + "\x86R0" + std::string("h\0", 2) + fmt +
+                          sbu("__init__") + "\x86R.";
+    const std::vector<Finding> fs = scan_bytes(p);
+    const Finding* f = find(fs, "dangerous-global");
+    REQUIRE(f != nullptr);
+    CHECK(f->message.find("builtins.getattr is called by REDUCE at +0xb8") != std::string::npos);  // the call, not the lookup
+  }
+  // Instantiated rather than called by REDUCE: not the pickled-Enum shape.
+  CHECK(find(scan_bytes("\x80\x04" + getattr + fmt + sbu("TORCH_CHANNELS_LAST") + "\x86\x81."), "dangerous-global") != nullptr);
+}
+
+// fickling's test_frame_boundary_divergence (testdata/security/recreated/fickling): from bytes one long
+// bytestring, read as a file (torch.load) a GLOBAL os.system / REDUCE buried in it.
+TEST_CASE("check: a pickle whose bytes and file parses name other globals: pickle-parse-divergence") {
+  const auto sec = test::testdata() / "security" / "recreated" / "fickling";
+  {
+    const CheckResult r = run_checks((sec / "frame_boundary_divergence.pkl").string(), Limits{});
+    const Finding* d = find(r.findings, "pickle-parse-divergence");
+    REQUIRE(d != nullptr);
+    CHECK(d->severity == Severity::Error);
+    CHECK(d->message.find("globals only read as a file: os.system; only parsed from bytes: none") != std::string::npos);
+    CHECK(test::where_has(*d, "pickle+0x1fff6 (FRAME, whose end the read at +0x20000 crosses)"));
+    CHECK(test::where_has(*d, "os.system at pickle+0x20006 (GLOBAL, called by REDUCE at +0x2001e; read as a file only)"));
+    REQUIRE(d->locations.size() == d->where.size());
+    CHECK(d->locations[0].offset == 0x1fff6u);
+    CHECK(d->locations[0].opcode == "FRAME");
+    CHECK(d->locations[1].global == "os.system");
+    const Finding* g = find(r.findings, "dangerous-global");
+    REQUIRE(g != nullptr);
+    CHECK(test::where_has(*g, "os.system"));
+  }
+  {
+    // GLOBAL 'macos\nsystem\n' in a FRAME of 4: from bytes macos.system, read as a file os.system. The
+    // file parse's denylisted name counts as the bytes parse's would: the more dangerous verdict.
+    const CheckResult r = run_checks((sec / "frame_straddle_global_module.pkl").string(), Limits{});
+    const Finding* d = find(r.findings, "pickle-parse-divergence");
+    REQUIRE(d != nullptr);
+    CHECK(d->message.find("only read as a file: os.system; only parsed from bytes: macos.system") != std::string::npos);
+    const Finding* g = find(r.findings, "dangerous-global");
+    REQUIRE(g != nullptr);
+    CHECK(test::where_has(*g, "os.system"));
+  }
+  // Parses that part inside a string or an integer but name no global: nothing to report.
+  for (const char* name : {"frame_straddle_binint.pkl", "frame_straddle_short_binunicode.pkl", "frame_straddle_binbytes.pkl"}) {
+    CAPTURE(name);
+    const CheckResult r = run_checks((sec / name).string(), Limits{});
+    CHECK(find(r.findings, "pickle-parse-divergence") == nullptr);
+  }
+  // Well-formed framed pickles from real Python and torch: the two parses agree.
+  for (const auto& p : {test::testdata() / "pickles" / "p4.pkl", test::testdata() / "pickles" / "p5.pkl",
+                        test::testdata() / "pickles" / "frames_p4.pkl", test::testdata() / "t215" / "protocol4.pt",
+                        test::testdata() / "t215" / "protocol5.pt", test::testdata() / "t113" / "protocol_4.pt"}) {
+    CAPTURE(p.string());
+    const CheckResult r = run_checks(p.string(), Limits{});
+    CHECK(r.read_error.empty());
+    CHECK(find(r.findings, "pickle-parse-divergence") == nullptr);
+  }
+  {
+    const PickleScan s = scan_pickles(*MappedFile::open((test::testdata() / "pickles" / "frames_p4.pkl").string()), Limits{});
+    CHECK(s.divergences.empty());
+    CHECK(s.pickles.size() == 2);  // parsed from bytes and as a file
+  }
 }

@@ -1,5 +1,6 @@
 #include "core/allowlist.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "core/dtype.h"
@@ -324,6 +325,28 @@ const AllowEntry* allowed_global(std::string_view module, std::string_view name)
   const std::string q = std::string(module) + "." + std::string(name);
   for (const AllowEntry& e : kAllow)
     if (matches(e, module, name, q)) return &e;
+  return nullptr;
+}
+
+// Enum members, which Python (3.11 and later) pickles as getattr(EnumClass, 'MEMBER'): the class and
+// every member it has, exactly. No other getattr call is allowed.
+struct MemberLookup {
+  const char* module;
+  const char* cls;
+  std::initializer_list<std::string_view> members;
+  const char* reason;
+};
+const MemberLookup kLookups[] = {
+    {"torch.distributed.checkpoint.metadata", "_MEM_FORMAT_ENCODING",
+     {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"},
+     "DCP .metadata: TensorProperties.memory_format, an Enum member (torch 2.15, Python 3.11+)"},
+};
+
+const char* allowed_member_lookup(std::string_view module, std::string_view cls, std::string_view member) {
+  for (const MemberLookup& l : kLookups)
+    if (module == l.module && cls == l.cls)
+      for (std::string_view m : l.members)
+        if (m == member) return l.reason;
   return nullptr;
 }
 

@@ -25,6 +25,11 @@ struct AllowEntry {
 // The entry allowing module.name, or nullptr.
 const AllowEntry* allowed_global(std::string_view module, std::string_view name);
 
+// builtins.getattr(module.cls, 'member') as Python pickles an Enum member (Enum.__reduce_ex__): the reason
+// when that exact lookup is known to be safe (the class on the allowlist, the member one it has), else
+// nullptr. The pickle machine records such a call as kUseMemberLookup instead of a call.
+const char* allowed_member_lookup(std::string_view module, std::string_view cls, std::string_view member);
+
 // A short phrase naming what the global does when called ("runs a shell command"), or nullptr when
 // it is on none of the scanners' denylists (picklescan, modelscan, fickling, modelaudit).
 const char* deny_category(std::string_view module, std::string_view name);

@@ -66,6 +66,10 @@ const std::vector<RuleInfo>& rule_catalogue() {
        "re-save them as safetensors"},
       {"unknown-global", Severity::Warning, "pickle globals outside the allowlist that the pickle only names",
        "inspect these names before loading with weights_only=False, or allow them with torch.serialization.add_safe_globals"},
+      {"pickle-parse-divergence", Severity::Error,
+       "a pickle that names other globals read from a file object (torch.load) than parsed from bytes (pickle.loads, most "
+       "scanners): a read crosses a FRAME's end",
+       "do not load this file: no pickle writer splits an opcode across a FRAME's end; re-create it from a trusted source"},
       {"scan-incomplete", Severity::Warning, "a pickle that could not be scanned to its end", "treat the file as untrusted"},
       {"device-storages", Severity::Warning, "entries saved on cuda / mps / xpu: torch.load without map_location fails "
        "without that device",
@@ -407,6 +411,43 @@ void problem_rules(const std::vector<ScanProblem>& problems, std::vector<Finding
   }
 }
 
+// A pickle whose two parses (bytes, file object) name other globals: one finding per pickle, where
+// the parses part first, then what only one of them names.
+void divergence_rules(const std::vector<ParseDivergence>& divergences, std::vector<Finding>& out) {
+  for (const ParseDivergence& d : divergences) {
+    const std::string in = d.member.empty() ? "pickle" : d.member;
+    std::vector<std::string> where{
+        fmt::format("{}+0x{:x} (FRAME, whose end the read at +0x{:x} crosses)", in, d.frame_at, d.dropped_at)};
+    std::vector<Location> locations{{"", d.member, d.frame_at, "FRAME", ""}};
+    const auto list = [&](const std::vector<GlobalRef>& gs, const char* parse) {
+      std::string names;
+      for (const GlobalRef& g : gs) {
+        const std::string global = g.computed ? "<computed global>" : g.module + "." + g.name;
+        const GlobalVerdict v = judge_global(g);
+        const std::string what = fmt::format("{} at {}+0x{:x} ({}{}{}; {} only)", global, in, g.offset, g.opcode,
+                                             v.how.empty() ? "" : ", ", v.how, parse);
+        if (where.size() < 17) {
+          where.push_back(what);
+          locations.push_back({"", d.member, g.offset, g.opcode, g.computed ? "" : global});
+        }
+        if (names.find(global) == std::string::npos) names += (names.empty() ? "" : ", ") + global;
+      }
+      return names.empty() ? std::string("none") : names;
+    };
+    const std::string file = list(d.file_only, "read as a file");
+    const std::string bytes = list(d.bytes_only, "parsed from bytes");
+    out.push_back({"pickle-parse-divergence", Severity::Error,
+                   fmt::format("pickle in {} parses differently read from a file object, as torch.load reads it, than "
+                               "parsed from bytes, as pickle.loads and most scanners read it: the read at +0x{:x} crosses "
+                               "the end of a FRAME, which Python's unpickler reading a file skips to; globals only read "
+                               "as a file: {}; only parsed from bytes: {}",
+                               d.member.empty() ? "the file" : d.member, d.dropped_at, file, bytes),
+                   "do not load this file: no pickle writer splits an opcode across a FRAME's end, so the file was made "
+                   "to show scanners other code than torch.load runs; re-create it from a trusted source",
+                   where, locations});
+  }
+}
+
 // One finding for all the native code an export archive ships: loading an AOTInductor package
 // (torch._inductor.aoti_load_package) dlopens its .so, so the file runs code no scanner can judge.
 void native_rules(const std::vector<NativeCode>& native, std::vector<Finding>& out) {
@@ -498,6 +539,7 @@ std::vector<Finding> scan_findings(const PickleScan& scan) {
   for (const ScannedPickle& p : scan.pickles) g.add(p.globals, p.member);
   std::vector<Finding> out;
   g.emit(out);
+  divergence_rules(scan.divergences, out);
   problem_rules(scan.problems, out);
   native_rules(scan.native, out);
   return out;

@@ -11,6 +11,7 @@
 
 #include <sys/mman.h>
 
+#include "core/allowlist.h"
 #include "core/pickle_text.h"
 
 namespace ckpt {
@@ -117,14 +118,19 @@ class FrameCursor : public Cursor {
   // Where a `n`-byte read starts: here, or (file mode) at the buffered frame's end.
   void fit(uint64_t n) {
     if (file_ && active_ && (pos() > end_ || n > end_ - pos())) {
+      drop();
       seek(end_);
       active_ = false;
     }
   }
-  // A FRAME of `n` bytes starting here (after fit(n)): the buffer now ends at max(its end, here + n).
-  void frame(uint64_t n) {
+  // A FRAME (opcode at `op`) of `n` bytes starting here (after fit(n)): the buffer now ends at max(its
+  // end, here + n).
+  void frame(uint64_t n, uint64_t op) {
     if (!file_) return;
-    if (!active_ || pos() + n > end_) end_ = pos() + n;
+    if (!active_ || pos() + n > end_) {
+      end_ = pos() + n;
+      frame_op_ = op;
+    }
     active_ = true;
   }
   // Where a line starts: file mode skips to the frame's end when the line does not end inside it.
@@ -133,16 +139,25 @@ class FrameCursor : public Cursor {
     const auto& v = view();
     for (uint64_t k = pos(); k < end_ && k < v.size(); ++k)
       if (v.data()[k] == '\n') return;
+    drop();
     seek(end_);
     active_ = false;
   }
   // Where a file read resumes after STOP: the end of a frame still buffered, else here.
   uint64_t file_pos() const { return file_ && active_ && end_ > pos() ? end_ : pos(); }
+  // File mode: the first read that left bytes of a frame unread (from there the file parse reads other
+  // opcodes than the bytes parse); nullopt while the two agree.
+  std::optional<FrameDrop> dropped() const { return dropped_; }
 
  private:
+  void drop() {
+    if (pos() < end_ && !dropped_) dropped_ = FrameDrop{frame_op_, pos()};
+  }
   bool file_;
   bool active_ = false;
   uint64_t end_ = 0;
+  uint64_t frame_op_ = 0;  // the FRAME opcode whose bytes the buffer holds
+  std::optional<FrameDrop> dropped_;
 };
 
 class Machine {
@@ -152,6 +167,7 @@ class Machine {
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
+  std::optional<FrameDrop> dropped() const { return c_.dropped(); }
 
  private:
   [[noreturn]] void fail(const std::string& msg) { c_.fail_at(op_at_, fmt::format("{}: {}", op_name_, msg)); }
@@ -295,14 +311,25 @@ class Machine {
     if (!v || v->kind != PKind::Global) return;
     GlobalRef& g = out_.globals[static_cast<size_t>(v->i)];
     g.use |= how;
-    if (!g.use_opcode) {
+    if (!g.use_opcode && how != kUseMemberLookup) {  // the first use that counts: an allowed lookup is none
       g.use_opcode = op_name_;
       g.use_offset = op_at_;
     }
   }
+  // REDUCE of builtins.getattr on (a global, a string) that allowlist.cc knows as an Enum member.
+  bool member_lookup(const Value* callable, const Value* args) const {
+    if (!callable || callable->kind != PKind::Global || callable->s != "builtins" || callable->name() != "getattr") return false;
+    if (std::string_view(op_name_) != "REDUCE" || !args || args->kind != PKind::Tuple || args->items.size() != 2) return false;
+    const Value* cls = args->items[0];
+    const Value* member = args->items[1];
+    if (cls->kind != PKind::Global || member->kind != PKind::Str) return false;
+    const GlobalRef& c = out_.globals[static_cast<size_t>(cls->i)];
+    if (c.computed) return false;
+    return allowed_member_lookup(cls->s, cls->name(), member->s) != nullptr;
+  }
   // A call: its callable is used, and globals among its arguments are passed to it.
   void call(Value* callable, Value* args) {
-    use(callable, kUseCalled);
+    use(callable, member_lookup(callable, args) ? kUseMemberLookup : kUseCalled);
     if (!args || args->kind != PKind::Tuple) return;
     std::string callee;
     for (size_t k = 0; k < args->items.size() && k < 255; ++k) {
@@ -425,7 +452,7 @@ Unpickled Machine::run() {
         uint64_t n = c_.le<uint64_t>();
         c_.fit(n);
         if (n > c_.remaining()) fail(fmt::format("frame length {} exceeds {} remaining bytes", n, c_.remaining()));
-        c_.frame(n);
+        c_.frame(n, op_at_);
         frame_end_ = c_.pos() + n;
         out_.framed = true;
         break;
@@ -435,6 +462,7 @@ Unpickled Machine::run() {
         if (!marks_.empty()) fail("STOP with an open MARK");
         out_.root = v;
         out_.end = c_.pos();
+        out_.dropped = c_.dropped();
         if (frame_end_ > out_.end) out_.frame_end = frame_end_;
         if (c_.file_pos() > out_.end) out_.frame_end = c_.file_pos();
         return std::move(out_);
@@ -719,12 +747,13 @@ Unpickled Machine::run() {
 }  // namespace
 
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen,
-                   bool as_file) {
+                   bool as_file, std::optional<FrameDrop>* dropped) {
   Machine m(data, start, heap, limits, as_file);
   try {
     return m.run();
   } catch (const InputError&) {
     if (seen) *seen = m.globals();
+    if (dropped) *dropped = m.dropped();
     throw;
   }
 }

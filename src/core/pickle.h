@@ -115,7 +115,9 @@ struct Value {
 // named (imported, never called).
 // kUseWrittenResult: what the global returned (a tensor from torch._utils._rebuild_tensor_v2) was then
 // written into by SETITEM(S) / APPEND(S): Python calls the tensor's __setitem__, changing its values.
-enum GlobalUse : uint8_t { kUseCalled = 1, kUseBuilt = 2, kUseMutated = 4, kUseWrittenResult = 8 };
+// kUseMemberLookup: builtins.getattr called by REDUCE on exactly an allowed Enum member lookup
+// (allowed_member_lookup: getattr(EnumClass, 'MEMBER'), as Python pickles Enum members).
+enum GlobalUse : uint8_t { kUseCalled = 1, kUseBuilt = 2, kUseMutated = 4, kUseWrittenResult = 8, kUseMemberLookup = 16 };
 
 // A global reference seen while unpickling, with where it was seen and how it was used (for the
 // security verdict).
@@ -180,6 +182,12 @@ class Heap {
   std::deque<std::string> owned_;
 };
 
+// A read that left bytes of a FRAME unread (file parse): the FRAME opcode's offset and where the read was.
+struct FrameDrop {
+  uint64_t frame = 0;
+  uint64_t read = 0;
+};
+
 struct Unpickled {
   Value* root = nullptr;
   uint64_t end = 0;  // offset just past STOP
@@ -188,6 +196,9 @@ struct Unpickled {
   // whole frame, so the next pickle.load(f) of a stream starts there rather than after STOP.
   uint64_t frame_end = 0;
   bool framed = false;  // a FRAME was seen: the pickle may parse differently read from a file
+  // Parsed as a file: the first read that crossed a FRAME's end with bytes of the frame left unread, so
+  // that from there on this parse reads other opcodes than a parse of the bytes would.
+  std::optional<FrameDrop> dropped;
   // Every torch.storage._load_from_bytes(...) call, reachable from the root or not (a POP drops it):
   // each holds a whole torch.save blob that the security scan reads too.
   std::vector<const Value*> nested_loads;
@@ -207,9 +218,10 @@ std::string bigint_decimal(const Value* v);
 // `seen` is given, the globals met before the error are left there: Python's unpickler would already
 // have imported (and maybe called) them, so a security scan reports them.
 // `as_file` parses as Python's C unpickler reads a file object (torch.load's io.BytesIO of data.pkl)
-// rather than bytes: the two differ only when a read crosses the end of a FRAME (FrameCursor).
+// rather than bytes: the two differ only when a read crosses the end of a FRAME (FrameCursor). When it
+// throws, `dropped` (if given) receives what Unpickled::dropped would have held.
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen = nullptr,
-                   bool as_file = false);
+                   bool as_file = false, std::optional<FrameDrop>* dropped = nullptr);
 
 // Maps a Python 2 global to the Python 3 one the unpickler imports (`__builtin__.xrange` ->
 // `builtins.range`, `copy_reg._reconstructor` -> `copyreg._reconstructor`).

@@ -50,6 +50,11 @@ GlobalVerdict judge_global(const GlobalRef& g) {
     v.how = use_text(g);
     return v;
   }
+  // builtins.getattr used for nothing but allowed Enum member lookups (allowed_member_lookup).
+  if (g.use == kUseMemberLookup && !g.computed && g.passed_to.empty()) {
+    v.cls = GlobalClass::Safe;
+    return v;
+  }
   bool called = (g.use & (kUseCalled | kUseBuilt)) != 0;
   if (called) v.how = use_text(g);
   for (const auto& [callee, pos] : g.passed_to) {
@@ -299,41 +304,57 @@ class Scanner {
   }
 
   // Scans one pickle; false when it did not parse to its end (the globals before the error are kept).
+  // A pickle with a FRAME (or one that does not parse from bytes) is parsed a second time as Python's C
+  // unpickler reads a file object (`as_file`); where the two parses name other globals, the pickle was
+  // made to show scanners one thing and torch.load another (diverged()).
   bool pickle(const ByteView& v, uint64_t start, const std::string& member, int depth, Unpickled* out = nullptr,
               bool as_file = false) {
     Heap heap;
     std::vector<GlobalRef> seen;
     Unpickled u;
+    std::optional<FrameDrop> dropped;
     const auto mark_file_parse = [&] {
       if (as_file)
         for (GlobalRef& g : seen) g.file_parse = true;
     };
     try {
-      u = unpickle(v, start, heap, lim_, &seen, as_file);
+      u = unpickle(v, start, heap, lim_, &seen, as_file, &dropped);
       seen = std::move(u.globals);
+      dropped = u.dropped;
       mark_file_parse();
     } catch (const InputError& e) {
       mark_file_parse();
+      if (as_file) file_dropped_ = dropped;
+      const size_t mine = scan_.pickles.size();
       scan_.pickles.push_back({member, std::move(seen)});
       // Bytes that do not parse may still parse as Python reads a file object (a lying FRAME).
       const size_t mark = scan_.problems.size();
-      if (!as_file && pickle(v, start, member, depth, out, true)) {
-        scan_.problems.resize(mark);
-        return true;
+      if (!as_file) {
+        const size_t theirs = scan_.pickles.size();
+        const bool parsed = pickle(v, start, member, depth, out, true);
+        diverged(member, mine, theirs);
+        if (parsed) {
+          scan_.problems.resize(mark);
+          return true;
+        }
       }
       scan_.problems.resize(mark);
       scan_.problems.push_back(
           {ScanProblem::Kind::Malformed, fmt::format("{}+0x{:x}", member, e.offset()), member, e.what(), e.offset()});
       return false;
     }
+    const size_t mine = scan_.pickles.size();
     scan_.pickles.push_back({member, std::move(seen)});
     nested(u, member, depth);
+    if (as_file) file_dropped_ = dropped;  // after the nested blobs' own parses
     const PKind kind = u.root ? u.root->kind : PKind::None;
     uint64_t resume = u.frame_end;
     // With a FRAME, Python reading a file object may parse other opcodes than from bytes: scan that too.
     if (u.framed && !as_file) {
       Unpickled f;
+      const size_t theirs = scan_.pickles.size();
       if (pickle(v, start, member, depth, &f, true)) resume = std::max(resume, f.frame_end);
+      diverged(member, mine, theirs);
     }
     if (out) {
       out->root = nullptr;  // the heap dies here: only the offsets and the kind of the root travel
@@ -342,6 +363,34 @@ class Scanner {
       root_kind_ = kind;
     }
     return true;
+  }
+
+  // The bytes parse (scan_.pickles[bytes]) against the file parse (scan_.pickles[file]) of one pickle:
+  // the two read the same opcodes until a read crosses a FRAME's end with bytes of the frame left
+  // (file_dropped_), so they can only differ from there. Where they name other globals, or the same
+  // ones at other places or used otherwise, the verdict takes both: the file parse's globals are judged
+  // as fully as the bytes parse's, and a pickle-parse-divergence finding says why.
+  void diverged(const std::string& member, size_t bytes, size_t file) {
+    if (file >= scan_.pickles.size() || !file_dropped_) return;
+    std::vector<GlobalRef>& a = scan_.pickles[bytes].globals;
+    std::vector<GlobalRef>& b = scan_.pickles[file].globals;
+    const auto same = [](const GlobalRef& x, const GlobalRef& y) {
+      return x.module == y.module && x.name == y.name && x.offset == y.offset && x.use == y.use &&
+             x.use_offset == y.use_offset && x.computed == y.computed && x.passed_to == y.passed_to;
+    };
+    if (a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same)) return;
+    ParseDivergence d;
+    d.member = member;
+    d.frame_at = file_dropped_->frame;
+    d.dropped_at = file_dropped_->read;
+    const auto only = [&](const std::vector<GlobalRef>& xs, const std::vector<GlobalRef>& ys, std::vector<GlobalRef>& to) {
+      for (const GlobalRef& x : xs)
+        if (std::none_of(ys.begin(), ys.end(), [&](const GlobalRef& y) { return same(x, y); })) to.push_back(x);
+    };
+    for (GlobalRef& g : b) g.file_parse = false;
+    only(a, b, d.bytes_only);
+    only(b, a, d.file_only);
+    scan_.divergences.push_back(std::move(d));
   }
 
   // torch.storage._load_from_bytes(b"...") holds a whole torch.save blob: scan it too.
@@ -366,6 +415,7 @@ class Scanner {
   bool export_ = false;
   uint64_t inflate_left_ = 4 * lim_.inflate_bytes;
   PKind root_kind_ = PKind::None;
+  std::optional<FrameDrop> file_dropped_;  // the last file parse's Unpickled::dropped
   PickleScan scan_;
 };
 

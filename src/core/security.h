@@ -2,7 +2,7 @@
 // pickle, and torch.save blobs nested in them through torch.storage._load_from_bytes) is run through the
 // inert VM, which records every global it names; nothing is executed. Here: the scan, which returns what
 // it saw, and the classing of globals as known-safe, unknown or dangerous. The findings made of them
-// (dangerous-global, unknown-global, scan-incomplete) are findings.cc's.
+// (dangerous-global, unknown-global, pickle-parse-divergence, scan-incomplete) are findings.cc's.
 #pragma once
 
 #include <optional>
@@ -62,8 +62,21 @@ struct NativeCode {
   std::string kind;  // ".so", ".cpp", ".o", ".cubin", "ELF", ...
 };
 
+// A pickle that parses one way from bytes (pickle.loads, and most scanners) and another read from a file
+// object (torch.load's io.BytesIO of data.pkl; pickle.load of a file that Python reads unbuffered
+// there): a read crosses a FRAME's end with bytes of the frame left, which the C unpickler reading a
+// file skips. No pickle writer splits an opcode across a FRAME's end.
+struct ParseDivergence {
+  std::string member;  // as ScannedPickle::member
+  uint64_t frame_at = 0;  // the FRAME opcode whose bytes the file parse leaves unread
+  uint64_t dropped_at = 0;  // the read that leaves them
+  std::vector<GlobalRef> bytes_only;  // globals (with their use) only the bytes parse names
+  std::vector<GlobalRef> file_only;  // only the file parse
+};
+
 struct PickleScan {
   std::vector<ScannedPickle> pickles;  // in the order scanned
+  std::vector<ParseDivergence> divergences;  // pickles whose bytes and file parses name other globals
   std::vector<ScanProblem> problems;  // in the order met
   std::vector<NativeCode> native;  // in archive order
 };

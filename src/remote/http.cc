@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "remote/http_parse.h"
 
 namespace ckpt::remote {
 
@@ -92,27 +93,11 @@ std::mutex g_share_locks[CURL_LOCK_DATA_LAST];
 void share_lock(CURL*, curl_lock_data d, curl_lock_access, void*) { g_share_locks[d].lock(); }
 void share_unlock(CURL*, curl_lock_data d, void*) { g_share_locks[d].unlock(); }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return std::string(s);
-}
-
-bool parse_u64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
+using detail::entity_tag;  // the pure parsing, in http_parse.cc (fuzz_remote)
+using detail::lower;
+using detail::parse_u64;
+using detail::server_says;
+using detail::trim;
 
 // One transfer's state, filled by the callbacks.
 struct Transfer {
@@ -131,16 +116,6 @@ struct Transfer {
   uint64_t range_first = 0, range_last = 0, range_total = UINT64_MAX;
   bool has_range = false;
 };
-
-// An entity-tag as RFC 9110 8.8.3 has it: [W/] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text. A
-// server's ETag that is not one (a bare CR, an escape) is dropped: it would be sent back in If-Range.
-bool entity_tag(std::string_view v) {
-  if (v.rfind("W/", 0) == 0) v.remove_prefix(2);
-  if (v.size() < 2 || v.front() != '"' || v.back() != '"') return false;
-  for (unsigned char c : v.substr(1, v.size() - 2))
-    if (!(c == 0x21 || (c >= 0x23 && c <= 0x7e) || c >= 0x80)) return false;
-  return true;
-}
 
 // What an HTTP-date (RFC 9110 5.6.7) is made of, at most 64 characters: compared, never parsed, never sent.
 bool http_date_chars(std::string_view v) {
@@ -179,17 +154,11 @@ size_t on_header(char* p, size_t size, size_t n, void* user) {
 
 // "bytes A-B/T" or "bytes */T".
 void parse_content_range(Transfer& t) {
-  std::string_view s = t.content_range;
-  if (s.rfind("bytes ", 0) != 0) return;
-  s.remove_prefix(6);
-  const size_t slash = s.find('/');
-  if (slash == std::string_view::npos) return;
-  uint64_t total;
-  if (parse_u64(s.substr(slash + 1), &total)) t.range_total = total;
-  const std::string_view span = s.substr(0, slash);
-  const size_t dash = span.find('-');
-  if (dash == std::string_view::npos) return;
-  if (parse_u64(span.substr(0, dash), &t.range_first) && parse_u64(span.substr(dash + 1), &t.range_last)) t.has_range = true;
+  const detail::ContentRange c = detail::parse_content_range(t.content_range);
+  if (c.total) t.range_total = *c.total;
+  if (c.first) t.range_first = *c.first;
+  if (c.last) t.range_last = *c.last;
+  if (c.has_range) t.has_range = true;
 }
 
 // The range sent is the one asked for, or its part before the file's end (a range may run past the end:
@@ -257,29 +226,6 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
   t->written += len;
   if (r.stats) r.stats->bytes += len;
   return len;
-}
-
-// The first line of an error body worth quoting: S3's <Code>/<Message>, the Hub's {"error": ...}.
-std::string server_says(const std::string& body) {
-  auto tag = [&](const char* name) -> std::string {
-    const std::string open = fmt::format("<{}>", name), close = fmt::format("</{}>", name);
-    const size_t a = body.find(open);
-    if (a == std::string::npos) return "";
-    const size_t b = body.find(close, a);
-    return b == std::string::npos ? "" : body.substr(a + open.size(), std::min<size_t>(b - a - open.size(), 200));
-  };
-  std::string s;
-  if (const std::string code = tag("Code"); !code.empty()) {
-    s = code;
-    if (const std::string msg = tag("Message"); !msg.empty()) s += ": " + msg;
-  } else if (const size_t e = body.find("\"error\""); e != std::string::npos) {
-    const size_t q1 = body.find('"', body.find(':', e) + 1);
-    const size_t q2 = q1 == std::string::npos ? q1 : body.find('"', q1 + 1);
-    if (q2 != std::string::npos) s = body.substr(q1 + 1, std::min<size_t>(q2 - q1 - 1, 200));
-  }
-  std::string out;
-  for (char c : s) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
-  return out;
 }
 
 const char* reason(long status) {

@@ -16,6 +16,7 @@
 #include "core/text.h"
 #include "core/vfs.h"
 #include "remote/http.h"
+#include "remote/listing.h"
 #include "remote/remote_file.h"
 
 namespace ckpt::remote {
@@ -56,20 +57,8 @@ std::string read_small_file(const std::string& path) {
 }
 
 // A path inside a repo or bucket as a listing gives it: no empty, "." or ".." component.
-bool safe_relative(const std::string& p) {
-  if (p.empty() || p.front() == '/') return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t end = p.find('/', start);
-    if (end == std::string::npos) end = p.size();
-    const std::string part = p.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    for (unsigned char c : part)
-      if (c < 0x20 || c == 0x7f) return false;
-    start = end + 1;
-  }
-  return true;
-}
+using detail::next_link;  // the pure parsing, in listing.cc (fuzz_remote)
+using detail::safe_relative;
 
 // An INI file as the AWS CLI reads ~/.aws/credentials and ~/.aws/config: [section] then key = value.
 std::map<std::string, std::string> ini_section(const std::string& path, const std::string& section) {
@@ -429,33 +418,7 @@ class RemoteFs : public vfs::Remote {
         // A missing repo or revision is a 404 (401 when not logged in, as the Hub hides private repos).
         throw InputError(url, fmt::format("cannot list {} at revision {}: {}", p.repo, p.revision, e.what()));
       }
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(resp.body);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(r.display, fmt::format("the listing is not JSON (byte {})", e.byte));
-      }
-      if (!j.is_array()) throw InputError(r.display, "the listing is not a JSON array");
-      for (const auto& e : j) {
-        if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("path") || !e["path"].is_string())
-          throw InputError(r.display, "a listing entry has no type and path");
-        const std::string path = e["path"].get<std::string>();
-        if (!safe_relative(path)) throw InputError(r.display, fmt::format("the listing names '{}', which is not a path in the repo", path));
-        // Every folder above the entry.
-        for (size_t s = path.find('/'); s != std::string::npos; s = path.find('/', s + 1)) t.dirs.insert(path.substr(0, s));
-        if (e["type"] == "directory") {
-          t.dirs.insert(path);
-        } else if (e["type"] == "file") {
-          uint64_t size = 0;
-          if (e.contains("lfs") && e["lfs"].is_object() && e["lfs"].contains("size") && e["lfs"]["size"].is_number_unsigned())
-            size = e["lfs"]["size"].get<uint64_t>();
-          else if (e.contains("size") && e["size"].is_number_unsigned())
-            size = e["size"].get<uint64_t>();
-          else
-            throw InputError(r.display, fmt::format("the listing gives '{}' no size", path));
-          t.files[path] = size;
-        }
-      }
+      detail::hf_listing_page(resp.body, r.display, t.files, t.dirs);
       listed += resp.body.size();
       if (listed > kMaxListingBytes || t.files.size() + t.dirs.size() > kMaxListingEntries)
         throw InputError(display, fmt::format("the repo's listing exceeds {} entries or {} bytes: refused", kMaxListingEntries,
@@ -468,23 +431,6 @@ class RemoteFs : public vfs::Remote {
                                               display_url(origin_of(next)), display_url(origin_of(hf_endpoint()))));
     }
     return trees_.emplace(key, std::move(t)).first->second;
-  }
-
-  // The URL of rel="next" in a Link header, "" when none.
-  static std::string next_link(const std::string& link) {
-    size_t pos = 0;
-    while (pos < link.size()) {
-      const size_t lt = link.find('<', pos);
-      if (lt == std::string::npos) break;
-      const size_t gt = link.find('>', lt);
-      if (gt == std::string::npos) break;
-      const size_t comma = link.find(",<", gt);
-      const std::string params = link.substr(gt + 1, comma == std::string::npos ? std::string::npos : comma - gt - 1);
-      if (params.find("rel=\"next\"") != std::string::npos || params.find("rel=next") != std::string::npos)
-        return link.substr(lt + 1, gt - lt - 1);
-      pos = gt + 1;
-    }
-    return "";
   }
 
   struct S3List {

@@ -18,8 +18,9 @@ testdata/security/:
 
 Nothing in expected.json comes from ckpt. The verdicts come from Python itself (oracle.py): every
 file is loaded with torch.load(weights_only=False, pickle_module=Recorder) under torch 1.13 and 2.6,
-and, if it is not a zip, with Recorder.Unpickler(open(f)).load() (= pickle.load) under Python 3.11 and
-3.13, where Recorder's find_class returns the real object for globals on torch's weights_only
+and, if it is not a zip, with Recorder.Unpickler(open(f)).load() (= pickle.load) and
+Recorder.Unpickler(io.BytesIO(bytes)).load() (= torch.load(io.BytesIO(b)): a file object without peek(),
+where a read that crosses a FRAME's end goes on at the frame's end) under Python 3.11 and 3.13, where Recorder's find_class returns the real object for globals on torch's weights_only
 allowlist (the union of 1.13's and 2.6's, both written into expected.json) and a recording stub for
 every other global. A stub records being referenced, called (REDUCE, OBJ, INST, NEWOBJ, NEWOBJ_EX)
 and built (BUILD). See oracle.py for the details (name resolution by the C unpickler itself, pure
@@ -1257,8 +1258,22 @@ def gen_recreated(c):
         c.add(F + "frame_straddle_%s.pkl" % name, data + O.STOP, source="fickling (re-created)",
               family="fickling:test_frame_boundary_straddle_variants",
               notes="fickling test_frame_boundary_straddle_variants[%s] (%s): a FRAME whose declared length "
-                    "ends inside an opcode. (test_frame_boundary_divergence itself is 131 KB, over the "
-                    "corpus limit: gen/frame_lie_* are the same trick in 20 KB.)" % (name, B))
+                    "ends inside an opcode." % (name, B))
+    # test_frame_boundary_divergence, byte for byte as the test assembles it. Over the corpus's 100 KB
+    # limit on purpose: the 131,055-byte line makes the C unpickler's 128 KiB prefetch (peek) end right
+    # after the FRAME's length, so that even pickle.load of an open()ed file reads the frame with read(2)
+    # and goes on at its end (gen/frame_lie_* need a FRAME longer than the read-ahead buffer instead).
+    hidden = b"c" + b"os\nsystem\n" + b"V" + b"echo pwned\n" + b"\x85" + b"R"
+    divergence = (b"\x80\x05" + b"N" + b"V" + b"a" * (8192 * 16 - 17) + b"\n" + b"0" + b"(" + b"\x95"
+                  + struct.pack("<Q", 2) + b"B" + b"\x07\x01\x00\x00" + b"\x00\x00"
+                  + (hidden + b"(").ljust(256 + 5, b"N") + b"1" + b".")
+    assert len(divergence) == 131341
+    c.add(F + "frame_boundary_divergence.pkl", divergence, source="fickling (re-created)",
+          family="fickling:test_frame_boundary_divergence",
+          notes="fickling test_frame_boundary_divergence (%s; cpython issue 154848): BINBYTES declares 0x107 "
+                "bytes in a FRAME of 2, so pickle.loads (and fickling) see one long bytestring while "
+                "pickle.load / torch.load of the file go on at the frame's end and run the buried "
+                "GLOBAL os.system / REDUCE." % B)
     raw = (b"\x80\x04\x95\x82\x00\x00\x00\x00\x00\x00\x00(\x8c\x05numpy\x8c\x06poly1d\x93\x94\x8c\x05numpy\x8c"
            b"\x04size\x93\x94\x8c\x05numpy\x8c\x0c__builtins__\x93\x94h\x00N\x85R\x94h\x03\x94h\x02\x94h\x04("
            b"\x8c\x05shapeh\x05dbh\x01h\x04\x8c\x04eval\x86R\x8c\x1d__import__('os').system('id')\x85R1N.")

@@ -14,7 +14,11 @@ CKPT_SENTINEL pointing into an empty temporary directory:
   `Recorder.load`, from the same file objects it always uses (an `open()`ed file, or an
   `io.BytesIO` of the zip record), so framing and trailing bytes behave exactly as in a real load;
 - for a file that is not a zip, also `Recorder.Unpickler(open(FILE, "rb")).load()`: what
-  `pickle.load(f)` would do;
+  `pickle.load(f)` would do, and `Recorder.Unpickler(io.BytesIO(bytes of FILE)).load()`: what
+  `torch.load(io.BytesIO(b))` and any reader of a file object without peek() do (loader
+  `pickle.load(BytesIO)`): the C unpickler reads a FRAME there into a buffer of exactly its length and
+  goes on at the frame's end when a read does not fit, where over an open()ed file it mostly reads on
+  contiguously (peek), so a pickle that splits an opcode across a FRAME's end can name other globals;
 - for *.npy / *.npz, also `numpy.load(FILE, allow_pickle=True)` (informational only).
 
 `Recorder.Unpickler` is the C `pickle.Unpickler` (the one torch uses) with `find_class` replaced:
@@ -384,6 +388,12 @@ def run_pickle(path):
         Recorder.Unpickler(f).load()
 
 
+def run_pickle_bytesio(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    Recorder.Unpickler(io.BytesIO(data)).load()
+
+
 def run_numpy(path):
     """numpy.load(allow_pickle=True), for .npy / .npz: informational, not part of the verdict."""
     import numpy as np
@@ -448,6 +458,7 @@ def main():
         loaders = {"torch.load": in_child(run_torch, path)}
         if head != b"PK\x03\x04":
             loaders["pickle.load"] = in_child(run_pickle, path)
+            loaders["pickle.load(BytesIO)"] = in_child(run_pickle_bytesio, path)
         if path.endswith((".npy", ".npz")):
             loaders["numpy.load"] = in_child(run_numpy, path)
         out[path] = {"loaders": loaders}
