@@ -297,18 +297,8 @@ class RemoteFs : public vfs::Remote {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto it = open_.find(path); it != open_.end())
         if (auto f = it->second.lock()) return f;
-      if (auto it = failed_.find(path); it != failed_.end()) std::rethrow_exception(it->second);
     }
-    std::shared_ptr<MappedFile> f;
-    try {
-      f = open_new(path);
-    } catch (const InputError&) {
-      remember_failure(path);
-      throw;
-    } catch (const EnvironmentError&) {
-      remember_failure(path);
-      throw;
-    }
+    auto f = once("file|" + path, [&] { return open_new(path); });
     std::lock_guard<std::mutex> lock(mu_);
     open_[path] = f;
     return f;
@@ -371,7 +361,7 @@ class RemoteFs : public vfs::Remote {
     return a;
   }
 
-  // A listing's failure, kept: each failure is requested once per run.
+  // A failure (of a listing, of a file's first request), kept: each failure is requested once per run.
   template <typename F>
   auto once(const std::string& key, F&& list) -> decltype(list()) {
     {
