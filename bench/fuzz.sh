@@ -44,7 +44,7 @@ for t in "${targets[@]}"; do
   mapfile -t before < <(find build-fuzz/artifacts -name "$t-*" -type f)
   # shellcheck disable=SC2046
   build-fuzz/fuzz/fuzz_"$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix=build-fuzz/artifacts/"$t"- "$work" fuzz/corpus/"$t" $(seeds "$t") >"$log" 2>&1 || true
+    -artifact_prefix=build-fuzz/artifacts/"$t"- "$work" $(ls -d fuzz/corpus/"$t" 2>/dev/null) $(seeds "$t") >"$log" 2>&1 || true
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   last=$(grep -E '^#[0-9]+.* cov: ' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")

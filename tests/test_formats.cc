@@ -4,6 +4,10 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/hf_config.h"
 #include "core/reader.h"
 #include "core/storage.h"
 #include "core/tar.h"
@@ -146,4 +150,35 @@ TEST_CASE("permissive: a tar checkpoint's pickles, listed for a scanner") {
   const TarPickles q = torch_tar_pickles(cut->view());
   CHECK(q.pickles.empty());
   CHECK(q.stopped.find("cut.pt: +0xc7c: tar member 'storages'") == 0);
+}
+
+// fuzz_json: nlohmann reports a number too large for a double (1e999) with out_of_range, not parse_error;
+// each JSON reader refuses it with its one-line error (or, config.json, records it) instead of letting
+// the exception escape.
+TEST_CASE("formats: a JSON number out of range is bad input, in a safetensors header, an index and config.json") {
+  namespace fs = std::filesystem;
+  const std::string h = R"({"w":{"dtype":"F32","shape":[1e999],"data_offsets":[0,4]}})";
+  std::string st;
+  for (int k = 0; k < 8; ++k) st += static_cast<char>((h.size() >> (8 * k)) & 0xff);
+  st += h + std::string(4, '\0');
+  try {
+    read_checkpoint(MappedFile::from_memory(st, "big.safetensors"));
+    FAIL("no error");
+  } catch (const InputError& e) { CHECK(std::string(e.what()).find("a number out of range") != std::string::npos); }
+  const fs::path dir = fs::path(CKPT_TEST_WORKDIR) / "json_out_of_range";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto write = [&](const char* name, const std::string& text) { std::ofstream(dir / name, std::ios::binary) << text; };
+  write("model.safetensors.index.json", R"({"metadata":{"total_size":1e999},"weight_map":{"w":"model.safetensors"}})");
+  try {
+    read_checkpoint((dir / "model.safetensors.index.json").string());
+    FAIL("no error");
+  } catch (const InputError& e) { CHECK(std::string(e.what()).find("a number out of range") != std::string::npos); }
+  fs::remove(dir / "model.safetensors.index.json");
+  write("model.safetensors", st.substr(0, 8 + h.size()) + std::string(4, '\0'));
+  write("config.json", R"({"model_type":"gpt2","vocab_size":1e999})");
+  const auto c = read_hf_config(dir.string(), Limits{});
+  REQUIRE(c.has_value());
+  CHECK(c->error.find("a number out of range") != std::string::npos);
+  fs::remove_all(dir);
 }

@@ -88,6 +88,9 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
     } catch (const nlohmann::json::parse_error& e) {
       c.error = fmt::format("{}: not valid JSON at byte {}", path, e.byte > 0 ? e.byte - 1 : 0);
       return c;
+    } catch (const nlohmann::json::out_of_range&) {  // a number too large for a double (1e999): fuzz_json
+      c.error = fmt::format("{}: not valid JSON: a number out of range", path);
+      return c;
     }
   } catch (const InputError& e) {
     c.error = e.render();

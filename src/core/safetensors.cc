@@ -106,6 +106,8 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) { header.fail(e.byte > 0 ? e.byte - 1 : 0, "header is not valid JSON"); }
+  // A number too large for a double (1e999) throws out_of_range, not parse_error (fuzz_json).
+  catch (const nlohmann::json::out_of_range&) { header.fail(0, "header is not valid JSON: a number out of range"); }
   nlohmann::json::sax_parse(text.begin(), text.end(), &order_of);
   std::string& duplicate = order_of.duplicate;
   const std::vector<std::string>& keys = order_of.keys;

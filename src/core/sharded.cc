@@ -40,6 +40,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) { v.fail(e.byte > 0 ? e.byte - 1 : 0, "index is not valid JSON"); }
+  // A number too large for a double (1e999) throws out_of_range, not parse_error (fuzz_json).
+  catch (const nlohmann::json::out_of_range&) { v.fail(0, "index is not valid JSON: a number out of range"); }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) v.fail(0, "index has no weight_map object");
 
   ck.file = file;

@@ -30,6 +30,8 @@ void hf_listing_page(const std::string& body, const std::string& display, std::m
     j = nlohmann::json::parse(body);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(display, fmt::format("the listing is not JSON (byte {})", e.byte));
+  } catch (const nlohmann::json::out_of_range&) {  // a number too large for a double (1e999): fuzz_remote
+    throw InputError(display, "the listing is not JSON (a number out of range)");
   }
   if (!j.is_array()) throw InputError(display, "the listing is not a JSON array");
   for (const auto& e : j) {
