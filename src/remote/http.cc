@@ -93,7 +93,8 @@ std::mutex g_share_locks[CURL_LOCK_DATA_LAST];
 void share_lock(CURL*, curl_lock_data d, curl_lock_access, void*) { g_share_locks[d].lock(); }
 void share_unlock(CURL*, curl_lock_data d, void*) { g_share_locks[d].unlock(); }
 
-using detail::entity_tag;  // the pure parsing, in http_parse.cc (fuzz_remote)
+using detail::entity_tag;
+using detail::http_date_chars;  // the pure parsing, in http_parse.cc (fuzz_remote)
 using detail::lower;
 using detail::parse_u64;
 using detail::server_says;
@@ -116,12 +117,6 @@ struct Transfer {
   uint64_t range_first = 0, range_last = 0, range_total = UINT64_MAX;
   bool has_range = false;
 };
-
-// What an HTTP-date (RFC 9110 5.6.7) is made of, at most 64 characters: compared, never parsed, never sent.
-bool http_date_chars(std::string_view v) {
-  if (v.empty() || v.size() > 64) return false;
-  return std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalnum(c) || c == ' ' || c == ',' || c == ':' || c == '-'; });
-}
 
 size_t on_header(char* p, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);

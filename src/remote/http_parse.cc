@@ -78,4 +78,9 @@ std::string server_says(const std::string& body) {
   return out;
 }
 
+bool http_date_chars(std::string_view v) {
+  if (v.empty() || v.size() > 64) return false;
+  return std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isalnum(c) || c == ' ' || c == ',' || c == ':' || c == '-'; });
+}
+
 }  // namespace ckpt::remote::detail

@@ -19,6 +19,9 @@ bool parse_u64(std::string_view s, uint64_t* out);
 // An entity-tag as RFC 9110 8.8.3 has it: [W/] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text. A
 // server's ETag that is not one (a bare CR, an escape) is dropped: it would be sent back in If-Range.
 bool entity_tag(std::string_view v);
+// What an HTTP-date (RFC 9110 5.6.7) is made of, at most 64 characters: a Last-Modified kept only to be
+// compared, never parsed, never sent.
+bool http_date_chars(std::string_view v);
 
 // A Content-Range value, "bytes A-B/T" or "bytes */T": each number that parsed, in the order they are
 // read (the last only when the first parsed); `has_range` when both A and B did.
