@@ -1,5 +1,7 @@
 #include "core/keys.h"
 
+#include "core/name_index.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -101,8 +103,9 @@ bool buffer_name(std::string_view leaf) {
 // orthogonal's parametrizations.<w>.<k>.base, and every tensor of a torch.ao.quantization observer or
 // fake-quantizer (activation_post_process*, weight_fake_quant: scale, zero_point, min_val, eps, ...);
 // torch.nn.utils.prune's <w>_mask beside <w>_orig.
-bool positional_buffer(std::string_view name, const std::unordered_set<std::string_view>& names) {
-  std::vector<std::string_view> seg;
+bool positional_buffer(std::string_view name, const NameIndex& names) {
+  thread_local std::vector<std::string_view> seg;  // one buffer for every name, not one per name
+  seg.clear();
   for (size_t start = 0;;) {
     const size_t dot = name.find('.', start);
     seg.push_back(name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
@@ -121,15 +124,15 @@ bool positional_buffer(std::string_view name, const std::unordered_set<std::stri
   // beside <w>_orig: spectral_norm's <w>_u / <w>_v, torch.nn.utils.prune's <w>_mask
   for (std::string_view suffix : {std::string_view("_u"), std::string_view("_v"), std::string_view("_mask")})
     if (leaf.size() > suffix.size() && leaf.substr(leaf.size() - suffix.size()) == suffix)
-      return names.count(std::string(name.substr(0, name.size() - suffix.size())) + "_orig") > 0;
+      return names.contains(std::string(name.substr(0, name.size() - suffix.size())) + "_orig");
   return false;
 }
 
 }  // namespace
 
 void infer_kinds(std::vector<Tensor>& tensors) {
-  std::unordered_set<std::string_view> names;
-  for (const Tensor& t : tensors) names.insert(t.name);
+  NameIndex names(tensors.size());
+  for (size_t k = 0; k < tensors.size(); ++k) names.try_emplace(tensors[k].name, static_cast<uint32_t>(k));
   for (Tensor& t : tensors) {
     if (!t.kind_inferred) continue;
     std::string_view leaf = t.name;

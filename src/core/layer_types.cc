@@ -1,23 +1,30 @@
 #include "core/layer_types.h"
 
+#include "core/name_index.h"
+
 #include <algorithm>
 #include <cctype>
-#include <map>
 #include <string_view>
 
 namespace ckpt {
 namespace {
 
+// What one module holds directly: attribute -> shape, first one kept for a repeated attribute (a few per
+// module, so a flat list; names view the tensors' own).
 struct Held {
-  std::map<std::string, const std::vector<int64_t>*> leaves;  // attribute -> shape
-  const std::vector<int64_t>* get(const char* leaf) const {
-    auto it = leaves.find(leaf);
-    return it == leaves.end() ? nullptr : it->second;
+  std::string_view module;
+  std::vector<std::pair<std::string_view, const std::vector<int64_t>*>> leaves;
+  size_t position = 0;  // its place among its parent's tensor-holding children
+  size_t siblings = 0;  // which list in `children` holds it
+  const std::vector<int64_t>* get(std::string_view leaf) const {
+    for (const auto& [name, shape] : leaves)
+      if (name == leaf) return shape;
+    return nullptr;
   }
 };
 
-std::string lower_last(const std::string& module) {
-  std::string s = module.substr(module.rfind('.') == std::string::npos ? 0 : module.rfind('.') + 1);
+std::string lower_last(std::string_view module) {
+  std::string s(module.substr(module.rfind('.') == std::string_view::npos ? 0 : module.rfind('.') + 1));
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
@@ -60,7 +67,7 @@ std::string conv_type(const std::vector<int64_t>& w, int64_t out) {
   return "";
 }
 
-std::string infer_one(const std::string& module, const Held& h, const Held* next, const std::string& prev_type,
+std::string infer_one(std::string_view module, const Held& h, const Held* next, const std::string& prev_type,
                       const Held* prev) {
   const std::string last = lower_last(module);
   if (h.get("in_proj_weight")) return "MultiheadAttention";
@@ -117,35 +124,43 @@ std::string infer_one(const std::string& module, const Held& h, const Held* next
 
 }  // namespace
 
-std::unordered_map<std::string, std::string> infer_layer_types(const std::vector<Tensor>& tensors) {
-  std::vector<std::string> order;  // modules holding tensors, first-seen order
-  std::unordered_map<std::string, Held> held;
-  std::unordered_map<std::string, std::vector<std::string>> children;  // parent -> its tensor-holding children
-  std::unordered_map<std::string, size_t> position;  // a module's place among its parent's children
+std::unordered_map<std::string_view, std::string> infer_layer_types(const std::vector<Tensor>& tensors) {
+  // Modules in first-seen order, found by name; each parent's tensor-holding children in that order. Names
+  // view the tensors' names (a module's is a prefix of its tensors'): no string is copied per tensor.
+  std::vector<Held> held;
+  NameIndex index(tensors.size() / 2);  // module -> held
+  NameIndex family;  // parent -> children list
+  std::vector<std::vector<size_t>> children;
   for (const Tensor& t : tensors) {
-    const size_t dot = t.name.rfind('.');
-    const std::string module = dot == std::string::npos ? "" : t.name.substr(0, dot);
-    auto [it, fresh] = held.try_emplace(module);
+    const std::string_view name = t.name;
+    const size_t dot = name.rfind('.');
+    const std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
+    auto [at, fresh] = index.try_emplace(module, static_cast<uint32_t>(held.size()));
     if (fresh) {
-      order.push_back(module);
       const size_t pdot = module.rfind('.');
-      auto& sib = children[pdot == std::string::npos ? "" : module.substr(0, pdot)];
-      position[module] = sib.size();
-      sib.push_back(module);
+      const std::string_view parent = pdot == std::string_view::npos ? std::string_view() : module.substr(0, pdot);
+      auto [f, new_family] = family.try_emplace(parent, static_cast<uint32_t>(children.size()));
+      if (new_family) children.emplace_back();
+      Held h;
+      h.module = module;
+      h.siblings = f;
+      h.position = children[f].size();
+      children[f].push_back(held.size());
+      held.push_back(std::move(h));
     }
-    it->second.leaves.emplace(t.name.substr(dot == std::string::npos ? 0 : dot + 1), &t.shape);
+    held[at].leaves.emplace_back(name.substr(dot == std::string_view::npos ? 0 : dot + 1), &t.shape);
   }
-  std::unordered_map<std::string, std::string> out;
-  for (const std::string& m : order) {
-    if (m.empty()) continue;  // tensors at the top level: no module to name
-    const size_t pdot = m.rfind('.');
-    const auto& sib = children[pdot == std::string::npos ? "" : m.substr(0, pdot)];
-    const size_t at = position[m];  // no scan of the siblings: a flat model stays linear
+  std::vector<std::string> type(held.size());
+  std::unordered_map<std::string_view, std::string> out;
+  for (size_t k = 0; k < held.size(); ++k) {
+    const Held& h = held[k];
+    if (h.module.empty()) continue;  // tensors at the top level: no module to name
+    const std::vector<size_t>& sib = children[h.siblings];
+    const size_t at = h.position;  // no scan of the siblings: a flat model stays linear
     const Held* next = at + 1 < sib.size() ? &held[sib[at + 1]] : nullptr;
     const Held* prev = at > 0 ? &held[sib[at - 1]] : nullptr;
-    const std::string prev_type = at > 0 && out.count(sib[at - 1]) ? out[sib[at - 1]] : "";
-    std::string type = infer_one(m, held[m], next, prev_type, prev);
-    if (!type.empty()) out.emplace(m, std::move(type));
+    type[k] = infer_one(h.module, h, next, prev ? type[sib[at - 1]] : std::string(), prev);
+    if (!type[k].empty()) out.emplace(h.module, type[k]);
   }
   return out;
 }

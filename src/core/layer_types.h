@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -16,8 +17,9 @@
 namespace ckpt {
 
 // Module name ("features.0", "" for the root) -> inferred class name, for the modules the tensors
-// imply (every dotted prefix of a tensor's name); modules with no inference are absent.
-std::unordered_map<std::string, std::string> infer_layer_types(const std::vector<Tensor>& tensors);
+// imply (every dotted prefix of a tensor's name); modules with no inference are absent. The names view
+// the tensors' names: the map is valid while `tensors` is.
+std::unordered_map<std::string_view, std::string> infer_layer_types(const std::vector<Tensor>& tensors);
 
 // Whether an inferred type agrees with a known class: equal, or the known class is a model's own
 // spelling of it (transformers' LlamaRMSNorm is an RMSNorm).

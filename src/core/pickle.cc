@@ -72,7 +72,7 @@ void Kids::push(Heap& h, Value* v) {
   p_[n_++] = v;
 }
 
-void Kids::assign(Heap& h, const std::vector<Value*>& vs) {
+void Kids::assign(Heap& h, std::span<Value* const> vs) {
   p_ = vs.empty() ? nullptr : static_cast<Value**>(h.alloc(sizeof(Value*) * vs.size(), alignof(Value*)));
   if (!vs.empty()) std::memcpy(p_, vs.data(), sizeof(Value*) * vs.size());
   n_ = cap_ = static_cast<uint32_t>(vs.size());
@@ -187,14 +187,14 @@ class Machine {
     if (stack_.size() >= lim_.pickle_depth * 64 + 1024) fail(fmt::format("stack of {} values exceeds the limit", stack_.size()));
     stack_.push_back(v);
   }
-  // Pops everything above the last MARK (and the mark).
-  std::vector<Value*> pop_mark() {
+  // Pops everything above the last MARK (and the mark), into a buffer the next pop_mark reuses.
+  std::span<Value* const> pop_mark() {
     if (marks_.empty()) fail("no MARK on the stack");
     size_t m = marks_.back();
     marks_.pop_back();
-    std::vector<Value*> out(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    popped_.assign(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
     stack_.resize(m);
-    return out;
+    return popped_;
   }
   void note_child(Value* parent, const Value* child) {
     uint32_t d = child->depth + 1;
@@ -202,7 +202,7 @@ class Machine {
     if (parent->depth > lim_.pickle_depth)
       fail(fmt::format("nesting depth {} exceeds the limit of {}", parent->depth, lim_.pickle_depth));
   }
-  Value* container(PKind k, const std::vector<Value*>& items) {
+  Value* container(PKind k, std::span<Value* const> items) {
     Value* v = make(k);
     for (Value* it : items) note_child(v, it);
     v->items.assign(heap_, items);
@@ -366,7 +366,7 @@ class Machine {
       g.write_offset = op_at_;
     }
   }
-  void set_items(Value* target, const std::vector<Value*>& kv) {
+  void set_items(Value* target, std::span<Value* const> kv) {
     if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would write into the import
     written(target);
@@ -378,7 +378,7 @@ class Machine {
       dst.push(heap_, v);
     }
   }
-  void append_items(Value* target, const std::vector<Value*>& vs) {
+  void append_items(Value* target, std::span<Value* const> vs) {
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would append to the import
     written(target);
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
@@ -413,6 +413,7 @@ class Machine {
   Heap& heap_;
   const Limits& lim_;
   std::vector<Value*> stack_;
+  std::vector<Value*> popped_;  // pop_mark's result
   std::vector<size_t> marks_;
   std::vector<Value*> memo_vec_;
   std::unordered_map<uint64_t, Value*> memo_map_;
@@ -586,30 +587,30 @@ Unpickled Machine::run() {
       case 'd': {
         auto kv = pop_mark();
         if (kv.size() % 2) fail("odd number of items for DICT");
-        push(container(PKind::Dict, std::move(kv)));
+        push(container(PKind::Dict, kv));
         break;
       }
       case 0x85: {
-        Value* a = pop();
-        push(container(PKind::Tuple, {a}));
+        Value* a[1] = {pop()};
+        push(container(PKind::Tuple, a));
         break;
       }
       case 0x86: {
         Value* b = pop();
-        Value* a = pop();
-        push(container(PKind::Tuple, {a, b}));
+        Value* ab[2] = {pop(), b};
+        push(container(PKind::Tuple, ab));
         break;
       }
       case 0x87: {
         Value* c3 = pop();
         Value* b = pop();
-        Value* a = pop();
-        push(container(PKind::Tuple, {a, b, c3}));
+        Value* abc[3] = {pop(), b, c3};
+        push(container(PKind::Tuple, abc));
         break;
       }
       case 'a': {
-        Value* v = pop();
-        append_items(top(), {v});
+        Value* v[1] = {pop()};
+        append_items(top(), v);
         break;
       }
       case 'e': {
@@ -624,8 +625,8 @@ Unpickled Machine::run() {
       }
       case 's': {
         Value* v = pop();
-        Value* k = pop();
-        set_items(top(), {k, v});
+        Value* kv[2] = {pop(), v};
+        set_items(top(), kv);
         break;
       }
       case 'u': {
@@ -697,7 +698,7 @@ Unpickled Machine::run() {
         auto vs = pop_mark();
         if (vs.empty()) fail("OBJ needs a class");
         Value* cls = vs.front();
-        Value* args = container(PKind::Tuple, std::vector<Value*>(vs.begin() + 1, vs.end()));
+        Value* args = container(PKind::Tuple, vs.subspan(1));
         call(cls, args);  // a call hidden behind OBJ
         push(object(ObjHow::Obj, cls, args));
         break;
@@ -708,7 +709,7 @@ Unpickled Machine::run() {
         std::string_view name = text_line();
         Value* cls = global(module, name, false);
         auto vs = pop_mark();
-        Value* args = container(PKind::Tuple, std::move(vs));
+        Value* args = container(PKind::Tuple, vs);
         call(cls, args);
         push(object(ObjHow::Inst, cls, args));
         break;

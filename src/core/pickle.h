@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <span>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,7 +60,7 @@ class Kids {
   Value* const* end() const { return p_ + n_; }
   Value* front() const { return p_[0]; }
   void push(Heap& h, Value* v);
-  void assign(Heap& h, const std::vector<Value*>& vs);
+  void assign(Heap& h, std::span<Value* const> vs);
 
  private:
   Value** p_ = nullptr;

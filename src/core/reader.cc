@@ -81,7 +81,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   for (const ZipEntry& e : zip.entries()) {
     std::string_view rel(e.name);
     if (rel.substr(0, pre.size()) != pre) continue;
-    if (zip.find(e.name) != &e) continue;  // a repeated name: only the copy torch reads
+    if (zip.repeats() && zip.find(e.name) != &e) continue;  // a repeated name: only the copy torch reads
     rel.remove_prefix(pre.size());
     if (rel == "data.pkl" || rel.substr(0, 5) == "data/" || rel.substr(0, 5) == "code/" || rel.substr(0, 10) == "constants/" ||
         rel.substr(0, 6) == "extra/" || rel.substr(0, 13) == "traced_inputs" || rel.find(".pkl") != std::string_view::npos ||

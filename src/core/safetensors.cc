@@ -6,6 +6,7 @@
 #include <array>
 #include <unordered_set>
 
+#include "core/fast_json.h"
 #include "core/storage.h"
 #include "core/torch_pickle.h"
 
@@ -47,27 +48,8 @@ struct Entry {
   uint64_t numel, begin, end;
 };
 
-}  // namespace
-
-bool looks_like_safetensors(const ByteView& f) {
-  // A JSON object right after a plausible length; an over-long length is then refused with its reason.
-  return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
-}
-
-void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
-  const ByteView f = in.file->view();
-  ck.format = Format::Safetensors;
-  ck.container = Container::Safetensors;
-  ck.content = Content::StateDict;
-  const uint64_t n = f.le<uint64_t>(0);
-  if (n > kMaxHeader || n > limits.string_bytes)
-    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n,
-                          std::min(kMaxHeader, limits.string_bytes)));
-  if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
-  const std::string_view text = f.str(8, n);
-  const uint64_t data_start = 8 + n;
-  auto header = f.sub(8, n).as_member("header");
-
+// The full reading of a header, naming every problem (fast_json.h takes only the ordinary shape).
+std::vector<Entry> read_header(Checkpoint& ck, const ByteView& header, std::string_view text, const Limits& limits) {
   // Duplicate names are invalid, but a JSON object keeps only the last: a first SAX pass over the header
   // records the top-level keys in the file's order (and __metadata__'s own), catching duplicates; then
   // the header is parsed into a sorted map. (nlohmann's ordered_json inserts with a linear search, and
@@ -160,9 +142,61 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
     entries.push_back(std::move(e));
   }
 
+  return entries;
+}
+
+// The same entries from simdjson's reading, or nullopt where anything is off (read_header then says what).
+std::optional<std::vector<Entry>> read_header_fast(Checkpoint& ck, std::string_view text, const Limits& limits) {
+  std::optional<FastSafetensorsHeader> h = fast_safetensors_header(text);
+  if (!h || h->tensors.size() > limits.tensors) return std::nullopt;
+  std::vector<Entry> entries;
+  entries.reserve(h->tensors.size());
+  for (FastTensorEntry& t : h->tensors) {
+    const DType* dtype = nullptr;
+    for (const auto& d : kStDTypes)
+      if (d.st == t.dtype) dtype = dtype_by_name(d.torch);
+    if (!dtype) return std::nullopt;
+    Entry e{std::move(t.name), dtype, std::move(t.shape), 1, t.begin, t.end};
+    for (const int64_t d : e.shape)
+      if (mul_overflows(e.numel, static_cast<uint64_t>(d), &e.numel) || e.numel > (1ull << 62)) return std::nullopt;
+    const bool nibbles = t.dtype == "F4";
+    if (nibbles && e.numel % 2) return std::nullopt;
+    const uint64_t need = nibbles ? e.numel / 2 : dtype_bytes(*dtype, e.numel);
+    if (e.end < e.begin || e.end - e.begin != need) return std::nullopt;
+    entries.push_back(std::move(e));
+  }
+  if (h->metadata) ck.safetensors_metadata = std::move(h->metadata);
+  return entries;
+}
+
+}  // namespace
+
+bool looks_like_safetensors(const ByteView& f) {
+  // A JSON object right after a plausible length; an over-long length is then refused with its reason.
+  return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
+}
+
+void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
+  const ByteView f = in.file->view();
+  ck.format = Format::Safetensors;
+  ck.container = Container::Safetensors;
+  ck.content = Content::StateDict;
+  const uint64_t n = f.le<uint64_t>(0);
+  if (n > kMaxHeader || n > limits.string_bytes)
+    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n,
+                          std::min(kMaxHeader, limits.string_bytes)));
+  if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
+  const std::string_view text = f.str(8, n);
+  const uint64_t data_start = 8 + n;
+  auto header = f.sub(8, n).as_member("header");
+
+  std::optional<std::vector<Entry>> fast = read_header_fast(ck, text, limits);
+  std::vector<Entry> entries = fast ? std::move(*fast) : read_header(ck, header, text, limits);
+
   // The tensors must tile the data region exactly.
-  std::vector<const Entry*> order;
-  for (const Entry& e : entries) order.push_back(&e);
+  std::vector<Entry*> order;
+  order.reserve(entries.size());
+  for (Entry& e : entries) order.push_back(&e);
   std::sort(order.begin(), order.end(),
             [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
   uint64_t at = 0;
@@ -179,12 +213,14 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   if (at < data_size) f.fail(data_start + at, fmt::format("{} trailing bytes after the last tensor", data_size - at));
 
   ck.records.emplace_back("header_bytes", std::to_string(n));
-  for (const Entry* e : order) {
+  ck.tensors.reserve(order.size());
+  ck.storages.reserve(order.size());
+  for (Entry* e : order) {
     Tensor t;
     t.name = e->name;
     t.dtype = e->dtype;
-    t.shape = e->shape;
-    t.stride = contiguous_strides(e->shape);
+    t.shape = std::move(e->shape);
+    t.stride = contiguous_strides(t.shape);
     t.numel = static_cast<int64_t>(e->numel);
     t.bytes = e->end - e->begin;
     t.storage = e->name;

@@ -1,10 +1,12 @@
 #include "core/sharded.h"
 
+#include "core/fast_json.h"
+#include "core/name_index.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <optional>
 
 #include "core/reader.h"
 #include "core/vfs.h"
@@ -27,15 +29,23 @@ std::string find_index(const std::string& dir) {
   return found.empty() ? std::string() : vfs::join(dir, found.front());
 }
 
-void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
-  const std::string& index_path = in.path;
-  auto file = vfs::open(index_path);
-  const ByteView v = file->view();
-  if (v.size() > limits.string_bytes)
-    v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
-  const std::string_view text = v.str(0, v.size());
+namespace {
+
+// A weight_map value must name a file beside the index.
+bool beside(const std::string& shard) {
+  return !shard.empty() && shard.find('/') == std::string::npos && shard.find('\\') == std::string::npos && shard != "." &&
+         shard != "..";
+}
+
+void not_beside(const ByteView& v, const std::string& tensor, const std::string& shard) {
+  v.fail(0, fmt::format("weight_map entry '{}' names '{}', which is not a file beside the index", tensor, shard));
+}
+
+// The index through nlohmann, naming every problem: the weight_map in name order (a sorted map keeps
+// the last of a repeated name, as the fast path never sees), metadata as compact text.
+FastIndex read_index(const ByteView& v, std::string_view text) {
   // A sorted map: ordered_json inserts each key with a linear search, quadratic in a weight_map of 100,000
-  // tensors (the shards are taken in name order anyway; the index's metadata keys come out sorted).
+  // tensors (the index's metadata keys come out sorted).
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.begin(), text.end());
@@ -43,29 +53,52 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   // A number too large for a double (1e999) throws out_of_range, not parse_error (fuzz_json).
   catch (const nlohmann::json::out_of_range&) { v.fail(0, "index is not valid JSON: a number out of range"); }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) v.fail(0, "index has no weight_map object");
+  FastIndex out;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
+    out.weight_map.emplace_back(it.key(), it->get<std::string>());
+    if (!beside(out.weight_map.back().second)) not_beside(v, it.key(), out.weight_map.back().second);
+  }
+  if (j.contains("metadata")) out.metadata = j["metadata"].dump();
+  return out;
+}
 
+}  // namespace
+
+void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
+  const std::string& index_path = in.path;
+  auto file = vfs::open(index_path);
+  const ByteView v = file->view();
+  if (v.size() > limits.string_bytes)
+    v.fail(0, fmt::format("index of {} bytes exceeds the limit of {}", v.size(), limits.string_bytes));
+  const std::string_view text = v.str(0, v.size());
   ck.file = file;
   ck.path = index_path;
   ck.format = Format::Sharded;
   ck.container = Container::Shards;
   ck.content = Content::StateDict;
   ck.file_size = file->size();
-  std::map<std::string, std::string> where;  // tensor -> shard
+  // tensor -> shard: simdjson's reading where the index has the ordinary shape, else nlohmann's, which
+  // names what is wrong (fast_json.h).
+  std::optional<FastIndex> fast = fast_index(text);
+  // A shard that is no file beside the index is named as the full path meets it first (in name order).
+  if (!fast || !std::all_of(fast->weight_map.begin(), fast->weight_map.end(), [&](const auto& e) { return beside(e.second); }))
+    fast = read_index(v, text);
+  std::vector<std::pair<std::string, std::string>>& where = fast->weight_map;
+  NameIndex shard_of(where.size());  // tensor -> its entry in `where`
   std::vector<std::string> shards;  // sorted by file name
-  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-    if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
-    const std::string shard = it->get<std::string>();
-    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos || shard == "." ||
-        shard == "..")
-      v.fail(0, fmt::format("weight_map entry '{}' names '{}', which is not a file beside the index", it.key(), shard));
-    where[it.key()] = shard;
-    if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+  for (size_t k = 0; k < where.size(); ++k) {
+    const auto& [tensor, shard] = where[k];
+    if (!beside(shard)) not_beside(v, tensor, shard);
+    shard_of.try_emplace(tensor, static_cast<uint32_t>(k));
+    if (k == 0 || shard != where[k - 1].second) shards.push_back(shard);
   }
   std::sort(shards.begin(), shards.end());
-  if (j.contains("metadata")) ck.sharded.index_metadata = nlohmann::ordered_json::parse(j["metadata"].dump());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  if (fast->metadata) ck.sharded.index_metadata = nlohmann::ordered_json::parse(nlohmann::json::parse(*fast->metadata).dump());
 
   const std::string dir = vfs::parent(index_path);
-  std::set<std::string> held;
+  std::vector<bool> held(where.size(), false);
   for (const std::string& shard : shards) {
     const std::string p = vfs::join(dir, shard);
     // A URL that cannot be listed (https://) is not looked for: reading it says whether it is there.
@@ -75,13 +108,12 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {
-      auto it = where.find(t.name);
-      if (it == where.end())
-        throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
-      if (it->second != shard)
+      const uint32_t* at = shard_of.find(t.name);
+      if (!at) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
+      if (where[*at].second != shard)
         throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
-                                                 it->second));
-      held.insert(t.name);
+                                        where[*at].second));
+      held[*at] = true;
       bytes += t.bytes;
       t.storage = shard + ":" + t.storage;
       t.shard = shard;
@@ -100,9 +132,12 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     if (part.heap) ck.keep_alive.push_back(part.heap);
     for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
   }
-  for (const auto& [tensor, shard] : where)
-    if (!held.count(tensor))
-      v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", tensor, shard));
+  // The first one missing in name order, as a sorted map of the weight_map would meet it.
+  const std::pair<std::string, std::string>* missing = nullptr;
+  for (size_t k = 0; k < where.size(); ++k)
+    if (!held[k] && (!missing || where[k].first < missing->first)) missing = &where[k];
+  if (missing)
+    v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", missing->first, missing->second));
 }
 
 }  // namespace ckpt

@@ -1,6 +1,7 @@
 #include "core/summary.h"
 
 #include "core/layer_types.h"
+#include "core/name_index.h"
 
 #include <algorithm>
 #include <functional>
@@ -87,6 +88,143 @@ std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
   return id_of;
 }
 
+// The module rows: the known tree, or one derived from the dotted keys, with each row's counts. Rows are
+// found by name through views of names that outlive the summary (the module tree's, or a prefix of a
+// tensor's). A derived tree is built in two passes: the first names the rows and each tensor's deepest
+// one, the second adds every tensor to its row and that row's ancestors, into rows already in pre-order
+// (each created once, in place: a million-entry file has about as many rows).
+void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s) {
+  const bool derived = ck.modules.empty();
+  NameIndex row_of(derived ? ck.tensors.size() / 2 + 1 : ck.modules.size() + 1);  // name -> row, in creation order
+  std::vector<std::string_view> names{std::string_view()};
+  std::vector<size_t> parent_of{0};
+  row_of.try_emplace(std::string_view(), 0);
+  auto add_row = [&](std::string_view name, size_t parent) -> size_t {
+    auto [row, fresh] = row_of.try_emplace(name, static_cast<uint32_t>(names.size()));
+    if (fresh) {
+      names.push_back(name);
+      parent_of.push_back(parent);
+    }
+    return row;
+  };
+  for (const Module& m : ck.modules) add_row(m.name, 0);
+  std::vector<size_t> leaf;  // derived: each tensor's deepest row
+  if (derived) {
+    leaf.resize(ck.tensors.size());
+    std::string_view last_parent;
+    size_t last_leaf = 0;
+    for (size_t k = 0; k < ck.tensors.size(); ++k) {
+      const std::string_view name = ck.tensors[k].name;
+      const auto last_dot = name.rfind('.');
+      const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
+      if (k == 0 || parent != last_parent) {  // consecutive entries of one module share its row
+        last_leaf = 0;
+        for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1))
+          last_leaf = add_row(name.substr(0, dot), last_leaf);
+        last_parent = parent;
+      }
+      leaf[k] = last_leaf;
+    }
+  }
+  // Where each row goes: the tree's order as given; a derived tree in pre-order by name segments, keeping
+  // first-seen order among siblings (children listed by a counting sort on the parent, then a walk).
+  const size_t n = names.size();
+  std::vector<size_t> pos(n);
+  if (!derived) {
+    for (size_t r = 0; r < n; ++r) pos[r] = r;
+  } else {
+    std::vector<size_t> first_child(n + 1, 0), child(n - 1);
+    for (size_t r = 1; r < n; ++r) ++first_child[parent_of[r] + 1];
+    for (size_t r = 0; r < n; ++r) first_child[r + 1] += first_child[r];
+    std::vector<size_t> fill(first_child.begin(), first_child.end() - 1);
+    for (size_t r = 1; r < n; ++r) child[fill[parent_of[r]]++] = r;
+    std::vector<size_t> stack{0};
+    for (size_t at = 0; !stack.empty(); ++at) {
+      const size_t r = stack.back();
+      stack.pop_back();
+      pos[r] = at;
+      for (size_t c = first_child[r + 1]; c-- > first_child[r];) stack.push_back(child[c]);
+    }
+  }
+  s.modules.resize(n);
+  for (size_t r = 0; r < n; ++r) {
+    ModuleRow& row = s.modules[pos[r]];
+    row.name = std::string(names[r]);
+    row.depth = names[r].empty() ? 0 : static_cast<int>(std::count(names[r].begin(), names[r].end(), '.')) + 1;
+  }
+  for (const Module& m : ck.modules) {
+    ModuleRow& r = s.modules[pos[*row_of.find(m.name)]];
+    r.type = m.type;
+    r.qualified_type = m.qualified_type;
+    r.training = m.training;
+    r.shared_with = m.shared_with;
+    if (!m.attributes.empty()) r.attributes = &m.attributes;
+  }
+
+  std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
+  std::vector<size_t> rows;
+  std::string_view last_parent;
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    const Tensor& t = ck.tensors[k];
+    const std::string_view name = t.name;
+    const auto last_dot = name.rfind('.');
+    const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
+    if (k > 0 && parent == last_parent) {
+      // consecutive entries of one module share its chain of rows
+    } else if (derived) {
+      rows.clear();
+      for (size_t r = leaf[k];; r = parent_of[r]) {
+        rows.push_back(pos[r]);
+        if (r == 0) break;
+      }
+    } else {
+      rows.assign(1, 0);
+      for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
+        if (const uint32_t* row = row_of.find(name.substr(0, dot))) rows.push_back(pos[*row]);
+      }
+    }
+    last_parent = parent;
+    for (size_t r : rows) {
+      ModuleRow& row = s.modules[r];
+      ++row.tensors;
+      if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
+        row.dtypes.emplace_back(t.dtype->name);
+      if (t.state == TensorState::Uninitialized && !t.resolved) {
+        ++row.uninitialized;
+        continue;
+      }
+      // Only tensors saved under several names can be counted twice in one row.
+      if (repeated[id_of[k]] && !counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
+      const uint64_t n_el = static_cast<uint64_t>(t.numel);
+      row.bytes += t.bytes;
+      if (t.kind == TensorKind::Buffer) row.buffers += n_el;
+      else if (t.kind == TensorKind::Parameter) {
+        row.parameters += n_el;
+        if (trainable(t)) row.trainable += n_el;
+      }
+    }
+  }
+  // A module shared at two paths shows the same counts at both; totals count it once (above).
+  for (ModuleRow& r : s.modules) {
+    if (r.shared_with.empty()) continue;
+    const uint32_t* row = row_of.find(r.shared_with);
+    if (!row) continue;
+    const ModuleRow& first = s.modules[pos[*row]];
+    r.parameters = first.parameters;
+    r.trainable = first.trainable;
+    r.buffers = first.buffers;
+    r.bytes = first.bytes;
+    r.dtypes = first.dtypes;
+  }
+  if (derived) {
+    // No module tree in the file: what each module's tensors imply (shown as inferred).
+    const std::unordered_map<std::string_view, std::string> inferred = infer_layer_types(ck.tensors);
+    if (!inferred.empty())
+      for (ModuleRow& r : s.modules)
+        if (auto it = inferred.find(r.name); it != inferred.end() && r.type.empty()) r.inferred_type = it->second;
+  }
+}
+
 }  // namespace
 
 Totals totals_of(const Checkpoint& ck, const std::function<bool(const Tensor&)>& keep) {
@@ -113,133 +251,44 @@ Summary summarize(const Checkpoint& ck) {
     if (st.present) T.file_storage_bytes += st.nbytes;
   }
 
-  // Modules: the known tree, or one derived from the dotted keys.
-  std::unordered_map<std::string, size_t> row_of;
-  auto add_row = [&](const std::string& name) -> size_t {
-    auto it = row_of.find(name);
-    if (it != row_of.end()) return it->second;
-    ModuleRow r;
-    r.name = name;
-    r.depth = name.empty() ? 0 : static_cast<int>(std::count(name.begin(), name.end(), '.')) + 1;
-    s.modules.push_back(std::move(r));
-    row_of.emplace(name, s.modules.size() - 1);
-    return s.modules.size() - 1;
-  };
-  add_row("");
-  for (const Module& m : ck.modules) {
-    ModuleRow& r = s.modules[add_row(m.name)];
-    r.type = m.type;
-    r.qualified_type = m.qualified_type;
-    r.training = m.training;
-    r.shared_with = m.shared_with;
-    if (!m.attributes.empty()) r.attributes = &m.attributes;
-  }
-  std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
-  std::vector<size_t> rows;
-  std::string_view last_parent;
-  for (size_t k = 0; k < ck.tensors.size(); ++k) {
-    const Tensor& t = ck.tensors[k];
-    std::string_view name = t.name;
-    const auto last_dot = name.rfind('.');
-    const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
-    if (k > 0 && parent == last_parent) {
-      // consecutive entries of one module share its chain of rows
-    } else if (ck.modules.empty()) {
-      rows.assign(1, 0);
-      for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1))
-        rows.push_back(add_row(std::string(name.substr(0, dot))));
-    } else {
-      rows.assign(1, 0);
-      for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
-        auto it = row_of.find(std::string(name.substr(0, dot)));
-        if (it != row_of.end()) rows.push_back(it->second);
-      }
-    }
-    last_parent = parent;
-    for (size_t r : rows) {
-      ModuleRow& row = s.modules[r];
-      ++row.tensors;
-      if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
-        row.dtypes.emplace_back(t.dtype->name);
-      if (t.state == TensorState::Uninitialized && !t.resolved) {
-        ++row.uninitialized;
-        continue;
-      }
-      // Only tensors saved under several names can be counted twice in one row.
-      if (repeated[id_of[k]] && !counted.insert((static_cast<uint64_t>(r) << 32) ^ id_of[k]).second) continue;
-      const uint64_t n = static_cast<uint64_t>(t.numel);
-      row.bytes += t.bytes;
-      if (t.kind == TensorKind::Buffer) row.buffers += n;
-      else if (t.kind == TensorKind::Parameter) {
-        row.parameters += n;
-        if (trainable(t)) row.trainable += n;
-      }
-    }
-  }
-  // A module shared at two paths shows the same counts at both; totals count it once (above).
-  for (ModuleRow& r : s.modules) {
-    if (r.shared_with.empty()) continue;
-    auto it = row_of.find(r.shared_with);
-    if (it == row_of.end()) continue;
-    const ModuleRow& first = s.modules[it->second];
-    r.parameters = first.parameters;
-    r.trainable = first.trainable;
-    r.buffers = first.buffers;
-    r.bytes = first.bytes;
-    r.dtypes = first.dtypes;
-  }
-  if (ck.modules.empty()) {
-    // Pre-order by name segments, keeping first-seen order among siblings.
-    std::vector<ModuleRow> sorted;
-    std::map<std::string, std::vector<size_t>> children;
-    for (size_t k = 1; k < s.modules.size(); ++k) {
-      const std::string& n = s.modules[k].name;
-      auto dot = n.rfind('.');
-      children[dot == std::string::npos ? "" : n.substr(0, dot)].push_back(k);
-    }
-    std::vector<size_t> stack{0};
-    while (!stack.empty()) {
-      size_t k = stack.back();
-      stack.pop_back();
-      sorted.push_back(s.modules[k]);
-      auto it = children.find(s.modules[k].name);
-      if (it != children.end())
-        for (auto c = it->second.rbegin(); c != it->second.rend(); ++c) stack.push_back(*c);
-    }
-    s.modules = std::move(sorted);
-    // No module tree in the file: what each module's tensors imply (shown as inferred).
-    const std::unordered_map<std::string, std::string> inferred = infer_layer_types(ck.tensors);
-    for (ModuleRow& r : s.modules)
-      if (auto it = inferred.find(r.name); it != inferred.end() && r.type.empty()) r.inferred_type = it->second;
-  }
+  add_module_rows(ck, id_of, repeated, s);
 
-  // Storages shared by several entries: tied weights (same view) and distinct views.
-  std::map<std::string, std::vector<size_t>> by_storage;
+  // Storages shared by several entries: tied weights (same view) and distinct views. Entries sorted by
+  // storage key (then entry order): the groups come out in key order, as a sorted map would give them.
+  std::vector<size_t> on_storage;
   for (size_t k = 0; k < ck.tensors.size(); ++k)
-    if (!ck.tensors[k].storage.empty()) by_storage[ck.tensors[k].storage].push_back(k);
-  for (const auto& [key, idx] : by_storage) {
-    if (idx.size() < 2) continue;
-    std::unordered_map<size_t, std::vector<size_t>> groups;
-    for (size_t k : idx) groups[id_of[k]].push_back(k);
-    for (size_t k : idx) {
-      const auto& g = groups[id_of[k]];
-      if (g.size() > 1 && ck.tensors[g.front()].name == ck.tensors[k].name) s.tied_groups.push_back(g);
+    if (!ck.tensors[k].storage.empty()) on_storage.push_back(k);
+  std::stable_sort(on_storage.begin(), on_storage.end(),
+                   [&](size_t a, size_t b) { return ck.tensors[a].storage < ck.tensors[b].storage; });
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < on_storage.size();) {
+    size_t j = i + 1;
+    while (j < on_storage.size() && ck.tensors[on_storage[j]].storage == ck.tensors[on_storage[i]].storage) ++j;
+    if (j - i >= 2) {
+      idx.assign(on_storage.begin() + static_cast<std::ptrdiff_t>(i), on_storage.begin() + static_cast<std::ptrdiff_t>(j));
+      std::unordered_map<size_t, std::vector<size_t>> groups;
+      for (size_t k : idx) groups[id_of[k]].push_back(k);
+      for (size_t k : idx) {
+        const auto& g = groups[id_of[k]];
+        if (g.size() > 1 && ck.tensors[g.front()].name == ck.tensors[k].name) s.tied_groups.push_back(g);
+      }
+      if (groups.size() > 1) s.view_groups.push_back(idx);
     }
-    if (groups.size() > 1) s.view_groups.push_back(idx);
+    i = j;
   }
   // transformers' num_parameters(exclude_embeddings=True): every Embedding module's weight left out, once.
   T.parameters_without_embeddings = T.parameters;
-  std::unordered_map<std::string_view, size_t> tensor_of;
-  for (size_t k = 0; k < ck.tensors.size(); ++k) tensor_of.emplace(ck.tensors[k].name, k);
+  NameIndex tensor_of(ck.tensors.size());
+  for (size_t k = 0; k < ck.tensors.size(); ++k) tensor_of.try_emplace(ck.tensors[k].name, static_cast<uint32_t>(k));
   std::unordered_set<size_t> left_out;
   for (const ModuleRow& r : s.modules) {
     const std::string& type = r.type.empty() ? r.inferred_type : r.type;
     if (!layer_type_matches("Embedding", type)) continue;  // nn.Embedding or a model's own subclass name
-    auto it = tensor_of.find(r.name.empty() ? "weight" : r.name + ".weight");
-    if (it == tensor_of.end()) continue;
-    const Tensor& w = ck.tensors[it->second];
+    const uint32_t* at = tensor_of.find(r.name.empty() ? "weight" : r.name + ".weight");
+    if (!at) continue;
+    const Tensor& w = ck.tensors[*at];
     if (w.kind != TensorKind::Parameter || (w.state == TensorState::Uninitialized && !w.resolved)) continue;
-    if (left_out.insert(id_of[it->second]).second) T.parameters_without_embeddings -= static_cast<uint64_t>(w.numel);
+    if (left_out.insert(id_of[*at]).second) T.parameters_without_embeddings -= static_cast<uint64_t>(w.numel);
   }
   s.same_tensor = std::move(id_of);
   return s;

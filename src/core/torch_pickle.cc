@@ -210,7 +210,7 @@ TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const
   const Value* cls = it[1];
   if (cls->kind != PKind::Global) fail(at, "storage type in persistent id is not a global");
   if (cls->name() == "UntypedStorage") id.dtype = dtype_uint8();
-  else id.dtype = dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + std::string(cls->name()) : std::string(cls->name()));
+  else id.dtype = dtype_by_storage_class(cls->name());  // torch.cuda.FloatStorage: the same dtype
   if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name()));
   if (it[2]->is_str()) id.key = it[2]->s;
   else if (it[2]->is_int()) id.key = std::to_string(it[2]->i);
@@ -588,6 +588,12 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
   } leave{on_path_, v};
   if (v->kind == PKind::Dict || (v->kind == PKind::Object && !v->pairs().empty())) {
     const auto& p = v->pairs();
+    // A big mapping (a state dict) is mostly tensors: room for them at once, not by doubling.
+    if (const size_t n = p.size() / 2; n > 1024 && ck_.tensors.capacity() - ck_.tensors.size() < n) {
+      ck_.tensors.reserve(std::min<size_t>(ck_.tensors.size() + n, lim_.tensors));
+      ck_.storages.reserve(std::min<size_t>(ck_.storages.size() + n, lim_.tensors));
+      storage_index_.reserve(ck_.storages.capacity());
+    }
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
       std::string key = p[k]->is_str() ? std::string(p[k]->s) : p[k]->is_int() ? std::to_string(p[k]->i) : std::string();
       if (key.empty() && !p[k]->is_str()) continue;

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <bit>
 
 namespace ckpt {
 namespace {
@@ -58,6 +59,13 @@ bool name_less(std::string_view l, std::string_view r) {
     if (a != b) break;
   }
   return k == n ? l.size() < r.size() : a < b;
+}
+
+// FNV-1a of the ASCII-lowercased name: names equal to miniz's compare hash alike.
+uint64_t folded_hash(std::string_view name) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char c : name) h = (h ^ lower(c)) * 1099511628211ull;
+  return h ^ (h >> 29);
 }
 
 // mz_zip_filename_compare: <0, 0, >0 as `l` sorts before, with, after `r`.
@@ -201,13 +209,40 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
                                            std::string(b.name), b.local_header_offset));
   }
   // Repeated names stay: a scanner sees every record, and find() picks the one torch reads.
-  sorted_.resize(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
-  miniz_heap_sort(sorted_, entries_);
+  // The index find() uses: a hash table of case-folded names, which also finds repeated names. Where no
+  // two names are equal (ASCII case aside), miniz's binary search can only land on the one record of a
+  // name, so the table answers as miniz does. Repeats are rare (a hand-made or appended archive): only
+  // then are the records heap-sorted as miniz sorts them, for find() to search them as miniz does.
+  slots_.assign(std::max<size_t>(size_t{16}, std::bit_ceil(entries_.size() * 2)), UINT32_MAX);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < entries_.size() && !repeats_; ++i) {
+    for (size_t at = folded_hash(entries_[i].name) & mask;; at = (at + 1) & mask) {
+      if (slots_[at] == UINT32_MAX) {
+        slots_[at] = static_cast<uint32_t>(i);
+        break;
+      }
+      if (name_compare(entries_[slots_[at]].name, entries_[i].name) == 0) {
+        repeats_ = true;
+        break;
+      }
+    }
+  }
+  if (repeats_) {
+    slots_.clear();
+    sorted_.resize(entries_.size());
+    for (size_t i = 0; i < entries_.size(); ++i) sorted_[i] = static_cast<uint32_t>(i);
+    miniz_heap_sort(sorted_, entries_);
+  }
 }
 
 // mz_zip_locate_file_binary_search over the heap-sorted records.
 const ZipEntry* ZipReader::find(std::string_view name) const {
+  if (!repeats_) {
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = folded_hash(name) & mask; slots_[at] != UINT32_MAX; at = (at + 1) & mask)
+      if (name_compare(entries_[slots_[at]].name, name) == 0) return &entries_[slots_[at]];
+    return nullptr;
+  }
   int64_t lo = 0, hi = static_cast<int64_t>(sorted_.size()) - 1;
   while (lo <= hi) {
     const int64_t mid = lo + ((hi - lo) >> 1);

@@ -1,0 +1,116 @@
+#include "core/fast_json.h"
+
+#include <simdjson.h>
+
+#include "core/name_index.h"
+
+namespace ckpt {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+// A non-negative integer as nlohmann reads it (an unsigned number; no fraction, no exponent).
+bool unsigned_of(element e, uint64_t* out) {
+  if (e.type() == element_type::UINT64) return e.get_uint64().get(*out) == simdjson::SUCCESS;
+  if (e.type() != element_type::INT64) return false;
+  int64_t v = 0;
+  if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0) return false;
+  *out = static_cast<uint64_t>(v);
+  return true;
+}
+
+bool tensor_entry(element v, FastTensorEntry& t) {
+  simdjson::dom::object o;
+  if (v.get_object().get(o) != simdjson::SUCCESS) return false;
+  bool dtype = false, shape = false, offsets = false;
+  for (auto field : o) {
+    if (field.key == "dtype") {
+      std::string_view s;
+      if (dtype || field.value.get_string().get(s) != simdjson::SUCCESS) return false;
+      t.dtype = std::string(s);
+      dtype = true;
+    } else if (field.key == "shape") {
+      simdjson::dom::array a;
+      if (shape || field.value.get_array().get(a) != simdjson::SUCCESS) return false;
+      for (element d : a) {
+        int64_t x = 0;  // an unsigned above INT64_MAX is refused by the full path ("negative")
+        if (d.type() != element_type::INT64 || d.get_int64().get(x) != simdjson::SUCCESS || x < 0) return false;
+        t.shape.push_back(x);
+      }
+      shape = true;
+    } else if (field.key == "data_offsets") {
+      simdjson::dom::array a;
+      if (offsets || field.value.get_array().get(a) != simdjson::SUCCESS || a.size() != 2) return false;
+      if (!unsigned_of(a.at(0).value_unsafe(), &t.begin) || !unsigned_of(a.at(1).value_unsafe(), &t.end)) return false;
+      offsets = true;
+    }
+  }
+  return dtype && shape && offsets;
+}
+
+bool parse(simdjson::dom::parser& parser, std::string_view text, simdjson::dom::object* root) {
+  element doc;
+  return parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS &&
+         doc.get_object().get(*root) == simdjson::SUCCESS;
+}
+
+}  // namespace
+
+std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  if (!parse(parser, text, &root)) return std::nullopt;
+  FastSafetensorsHeader out;
+  out.tensors.reserve(root.size());
+  NameIndex seen(root.size());
+  for (auto kv : root) {
+    if (!seen.try_emplace(kv.key, 0).second) return std::nullopt;  // a repeated name: the full path says so
+    if (kv.key == "__metadata__") {
+      simdjson::dom::object md;
+      if (kv.value.get_object().get(md) != simdjson::SUCCESS) return std::nullopt;
+      auto& pairs = out.metadata.emplace();
+      NameIndex keys(md.size());
+      for (auto m : md) {
+        std::string_view s;
+        if (!keys.try_emplace(m.key, 0).second || m.value.get_string().get(s) != simdjson::SUCCESS) return std::nullopt;
+        pairs.emplace_back(std::string(m.key), std::string(s));
+      }
+      continue;
+    }
+    FastTensorEntry& t = out.tensors.emplace_back();
+    t.name = std::string(kv.key);
+    if (!tensor_entry(kv.value, t)) return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<FastIndex> fast_index(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  if (!parse(parser, text, &root)) return std::nullopt;
+  FastIndex out;
+  bool weight_map = false;
+  NameIndex top(root.size());
+  for (auto kv : root) {
+    if (!top.try_emplace(kv.key, 0).second) return std::nullopt;
+    if (kv.key == "metadata") {
+      out.metadata = simdjson::minify(kv.value);
+    } else if (kv.key == "weight_map") {
+      simdjson::dom::object wm;
+      if (kv.value.get_object().get(wm) != simdjson::SUCCESS) return std::nullopt;
+      out.weight_map.reserve(wm.size());
+      NameIndex names(wm.size());
+      for (auto e : wm) {
+        std::string_view shard;
+        if (!names.try_emplace(e.key, 0).second || e.value.get_string().get(shard) != simdjson::SUCCESS) return std::nullopt;
+        out.weight_map.emplace_back(std::string(e.key), std::string(shard));
+      }
+      weight_map = true;
+    }
+  }
+  if (!weight_map) return std::nullopt;
+  return out;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,76 @@
+// A hash index from names to positions in a vector, flat: one array of slots (open addressing, linear
+// probing), no heap node per name and no copy of it. The names are views: whatever holds their bytes
+// (tensor names, a mapped header) must outlive the index. Built for the million-entry checkpoints, where
+// std::unordered_map<std::string, size_t> spent more time in malloc than in the lookups.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ckpt {
+
+class NameIndex {
+ public:
+  NameIndex() = default;
+  explicit NameIndex(size_t expected) { reserve(expected); }
+
+  // Room for `n` names without growing.
+  void reserve(size_t n) {
+    if (n * 2 > slots_.size()) rehash(std::bit_ceil(std::max<size_t>(16, n * 2)));
+  }
+  // The position stored for `name`, inserting `pos` when it has none: {position, inserted}.
+  std::pair<uint32_t, bool> try_emplace(std::string_view name, uint32_t pos) {
+    if ((used_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+    const uint64_t h = std::hash<std::string_view>()(name);
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      Slot& s = slots_[at];
+      if (s.pos == kEmpty) {
+        s = Slot{name, h, pos};
+        ++used_;
+        return {pos, true};
+      }
+      if (s.hash == h && s.name == name) return {s.pos, false};
+    }
+  }
+  // The position stored for `name`, or nullptr.
+  const uint32_t* find(std::string_view name) const {
+    if (slots_.empty()) return nullptr;
+    const uint64_t h = std::hash<std::string_view>()(name);
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const Slot& s = slots_[at];
+      if (s.pos == kEmpty) return nullptr;
+      if (s.hash == h && s.name == name) return &s.pos;
+    }
+  }
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  size_t size() const { return used_; }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    std::string_view name;
+    uint64_t hash = 0;
+    uint32_t pos = kEmpty;
+  };
+  void rehash(size_t n) {
+    std::vector<Slot> old(n);
+    old.swap(slots_);
+    const size_t mask = n - 1;
+    for (const Slot& s : old) {
+      if (s.pos == kEmpty) continue;
+      size_t at = s.hash & mask;
+      while (slots_[at].pos != kEmpty) at = (at + 1) & mask;
+      slots_[at] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+
+}  // namespace ckpt
