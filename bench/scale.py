@@ -43,9 +43,9 @@ Each command runs once untimed under /usr/bin/time (the warm-up, and GNU time's 
 bench/measure.py says why not wait4), then --runs (default 3) timed runs, interleaved: round after round,
 every row of a group once per round, so ckpt and its peer see the same machine. Exit status 0 or 1 is
 success (check: findings; diff: differences); 2 or more is a failed row with stderr's last line.
-`--limit NAME=VALUE` (repeatable) is passed to every ckpt command, e.g. `--limit memo-entries=20M`: the
-1M state dict's data.pkl memoizes about 10.7M objects (8 per tensor, 2 per `_metadata` module), above
-ckpt's default memo-entries limit of 10M at the time of writing.
+`--limit NAME=VALUE` (repeatable) is passed to every ckpt command, e.g. `--limit memo-entries=100M` for a
+state dict larger than these: the 1M state dict's data.pkl memoizes about 10.7M objects (8 per tensor, 2 per
+`_metadata` module), within ckpt's default memo-entries limit of 50M.
 
 Printed (markdown): per group a table of entries, command, median ms, ms per 1k entries, peak RSS MiB,
 KiB per entry (peak RSS / entries), KiB per entry over the 1k baseline ((RSS - the same command's RSS at

@@ -66,7 +66,7 @@ class EnvironmentError : public std::runtime_error {
 // Resource limits applied while reading untrusted input. Every limit has a clear error when exceeded.
 struct Limits {
   uint64_t pickle_depth = 1000;  // nesting of MARK / containers on the pickle stack
-  uint64_t memo_entries = 10'000'000;  // distinct memo keys
+  uint64_t memo_entries = 50'000'000;  // distinct memo keys (a 1M-tensor state dict stores ~11M)
   uint64_t string_bytes = 256ull << 20;  // one STRING / BYTES / UNICODE payload
   uint64_t pickle_ops = 200'000'000;  // opcodes executed in one pickle
   uint64_t pickle_bytes = 1ull << 30;  // size of one pickle stream

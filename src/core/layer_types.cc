@@ -9,16 +9,23 @@
 namespace ckpt {
 namespace {
 
-// What one module holds directly: attribute -> shape, first one kept for a repeated attribute (a few per
-// module, so a flat list; names view the tensors' own).
+constexpr uint32_t kNone = UINT32_MAX;
+
+// What one module holds directly: its tensors as a list threaded through `next_leaf` (attribute ->
+// shape, the first kept for a repeated attribute), and its neighbours among its parent's tensor-holding
+// children. No container per module: a million-entry state dict has about as many modules.
 struct Held {
   std::string_view module;
-  std::vector<std::pair<std::string_view, const std::vector<int64_t>*>> leaves;
-  size_t position = 0;  // its place among its parent's tensor-holding children
-  size_t siblings = 0;  // which list in `children` holds it
+  const std::vector<Tensor>* tensors = nullptr;
+  const std::vector<uint32_t>* next_leaf = nullptr;
+  uint32_t first = kNone, last = kNone;  // its tensors
+  uint32_t prev = kNone, next = kNone;  // its siblings
   const std::vector<int64_t>* get(std::string_view leaf) const {
-    for (const auto& [name, shape] : leaves)
-      if (name == leaf) return shape;
+    for (uint32_t k = first; k != kNone; k = (*next_leaf)[k]) {
+      const std::string_view name = (*tensors)[k].name;
+      const size_t dot = name.rfind('.');
+      if ((dot == std::string_view::npos ? name : name.substr(dot + 1)) == leaf) return &(*tensors)[k].shape;
+    }
     return nullptr;
   }
 };
@@ -124,45 +131,58 @@ std::string infer_one(std::string_view module, const Held& h, const Held* next, 
 
 }  // namespace
 
-std::unordered_map<std::string_view, std::string> infer_layer_types(const std::vector<Tensor>& tensors) {
-  // Modules in first-seen order, found by name; each parent's tensor-holding children in that order. Names
-  // view the tensors' names (a module's is a prefix of its tensors'): no string is copied per tensor.
+LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
+  // Modules in first-seen order, found by name; each parent's tensor-holding children linked in that
+  // order. Names view the tensors' names (a module's is a prefix of its tensors').
   std::vector<Held> held;
+  std::vector<uint32_t> next_leaf(tensors.size(), kNone);
   NameIndex index(tensors.size() / 2);  // module -> held
-  NameIndex family;  // parent -> children list
-  std::vector<std::vector<size_t>> children;
-  for (const Tensor& t : tensors) {
-    const std::string_view name = t.name;
+  NameIndex family;  // parent -> its last child so far (in `tail`)
+  std::vector<uint32_t> tail;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const std::string_view name = tensors[k].name;
     const size_t dot = name.rfind('.');
     const std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
     auto [at, fresh] = index.try_emplace(module, static_cast<uint32_t>(held.size()));
     if (fresh) {
       const size_t pdot = module.rfind('.');
       const std::string_view parent = pdot == std::string_view::npos ? std::string_view() : module.substr(0, pdot);
-      auto [f, new_family] = family.try_emplace(parent, static_cast<uint32_t>(children.size()));
-      if (new_family) children.emplace_back();
+      auto [f, new_family] = family.try_emplace(parent, static_cast<uint32_t>(tail.size()));
+      if (new_family) tail.push_back(kNone);
       Held h;
       h.module = module;
-      h.siblings = f;
-      h.position = children[f].size();
-      children[f].push_back(held.size());
-      held.push_back(std::move(h));
+      h.tensors = &tensors;
+      h.next_leaf = &next_leaf;
+      h.prev = tail[f];
+      if (h.prev != kNone) held[h.prev].next = at;
+      tail[f] = at;
+      held.push_back(h);
     }
-    held[at].leaves.emplace_back(name.substr(dot == std::string_view::npos ? 0 : dot + 1), &t.shape);
+    Held& h = held[at];
+    if (h.last == kNone) h.first = static_cast<uint32_t>(k);
+    else next_leaf[h.last] = static_cast<uint32_t>(k);
+    h.last = static_cast<uint32_t>(k);
   }
+  LayerTypes out;
   std::vector<std::string> type(held.size());
-  std::unordered_map<std::string_view, std::string> out;
   for (size_t k = 0; k < held.size(); ++k) {
     const Held& h = held[k];
     if (h.module.empty()) continue;  // tensors at the top level: no module to name
-    const std::vector<size_t>& sib = children[h.siblings];
-    const size_t at = h.position;  // no scan of the siblings: a flat model stays linear
-    const Held* next = at + 1 < sib.size() ? &held[sib[at + 1]] : nullptr;
-    const Held* prev = at > 0 ? &held[sib[at - 1]] : nullptr;
-    type[k] = infer_one(h.module, h, next, prev ? type[sib[at - 1]] : std::string(), prev);
-    if (!type[k].empty()) out.emplace(h.module, type[k]);
+    const Held* next = h.next != kNone ? &held[h.next] : nullptr;
+    const Held* prev = h.prev != kNone ? &held[h.prev] : nullptr;
+    type[k] = infer_one(h.module, h, next, prev ? type[h.prev] : std::string(), prev);
+    if (!type[k].empty()) out.add(h.module, type[k]);
   }
   return out;
+}
+
+void LayerTypes::add(std::string_view module, std::string type) {
+  if (index_.try_emplace(module, static_cast<uint32_t>(types_.size())).second) types_.push_back(std::move(type));
+}
+
+const std::string* LayerTypes::find(std::string_view module) const {
+  const uint32_t* at = index_.find(module);
+  return at ? &types_[*at] : nullptr;
 }
 
 bool layer_type_matches(const std::string& inferred, const std::string& known) {

@@ -9,17 +9,29 @@
 
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/name_index.h"
 
 namespace ckpt {
 
 // Module name ("features.0", "" for the root) -> inferred class name, for the modules the tensors
 // imply (every dotted prefix of a tensor's name); modules with no inference are absent. The names view
-// the tensors' names: the map is valid while `tensors` is.
-std::unordered_map<std::string_view, std::string> infer_layer_types(const std::vector<Tensor>& tensors);
+// the tensors' names: the result is valid while `tensors` is.
+class LayerTypes {
+ public:
+  // The inferred class of `module`, or nullptr.
+  const std::string* find(std::string_view module) const;
+  size_t size() const { return types_.size(); }
+  bool empty() const { return types_.empty(); }
+  void add(std::string_view module, std::string type);
+
+ private:
+  NameIndex index_;
+  std::vector<std::string> types_;
+};
+LayerTypes infer_layer_types(const std::vector<Tensor>& tensors);
 
 // Whether an inferred type agrees with a known class: equal, or the known class is a model's own
 // spelling of it (transformers' LlamaRMSNorm is an RMSNorm).

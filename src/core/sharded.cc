@@ -6,9 +6,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <optional>
+#include <thread>
 
 #include "core/reader.h"
+#include "core/threads.h"
 #include "core/vfs.h"
 
 namespace ckpt {
@@ -99,12 +103,37 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
 
   const std::string dir = vfs::parent(index_path);
   std::vector<bool> held(where.size(), false);
-  for (const std::string& shard : shards) {
+  // Local shards are read on up to 4 threads (each shard's parse is independent), then merged in name
+  // order, where a shard's failure is thrown at its turn: the same error as reading them one by one.
+  // Remote shards are read in turn, each when merged.
+  std::vector<std::optional<Checkpoint>> parts(shards.size());
+  std::vector<std::exception_ptr> failed(shards.size());
+  auto read_part = [&](size_t i) {
+    try {
+      const std::string p = vfs::join(dir, shards[i]);
+      // A URL that cannot be listed (https://) is not looked for: reading it says whether it is there.
+      const vfs::Kind k = vfs::kind(p);
+      if (k != vfs::Kind::File && k != vfs::Kind::Unknown)
+        v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shards[i]));
+      parts[i].emplace(read_weights(p, limits));
+    } catch (...) { failed[i] = std::current_exception(); }
+  };
+  const unsigned threads =
+      vfs::is_url(index_path) ? 1 : std::min<unsigned>({4u, std::max(1u, std::thread::hardware_concurrency()), static_cast<unsigned>(shards.size())});
+  if (threads > 1) {
+    std::atomic<size_t> next{0};
+    std::atomic<bool> stop{false};
+    run_threads(threads, stop, [&](unsigned) {
+      for (size_t i = next++; i < shards.size(); i = next++) read_part(i);
+    });
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string& shard = shards[i];
     const std::string p = vfs::join(dir, shard);
-    // A URL that cannot be listed (https://) is not looked for: reading it says whether it is there.
-    const vfs::Kind k = vfs::kind(p);
-    if (k != vfs::Kind::File && k != vfs::Kind::Unknown) v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
-    Checkpoint part = read_weights(p, limits);
+    if (!parts[i] && !failed[i]) read_part(i);
+    if (failed[i]) std::rethrow_exception(failed[i]);
+    Checkpoint part = std::move(*parts[i]);
+    parts[i].reset();
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {

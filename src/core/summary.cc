@@ -218,10 +218,10 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   }
   if (derived) {
     // No module tree in the file: what each module's tensors imply (shown as inferred).
-    const std::unordered_map<std::string_view, std::string> inferred = infer_layer_types(ck.tensors);
+    const LayerTypes inferred = infer_layer_types(ck.tensors);
     if (!inferred.empty())
       for (ModuleRow& r : s.modules)
-        if (auto it = inferred.find(r.name); it != inferred.end() && r.type.empty()) r.inferred_type = it->second;
+        if (const std::string* type = inferred.find(r.name); type && r.type.empty()) r.inferred_type = *type;
   }
 }
 

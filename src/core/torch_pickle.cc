@@ -279,7 +279,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   t.name = name;
   t.identity = v;
   const Value* c = v->callable();
-  const std::string fn(c->name());
+  const std::string_view fn = c->name();
 
   auto need = [&](size_t n) {
     if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->s, fn, name, nargs(v), n));

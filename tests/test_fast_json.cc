@@ -1,0 +1,119 @@
+// fast_json.h: simdjson's reading of safetensors headers and sharded indexes takes only the ordinary
+// shape and agrees with nlohmann's reading wherever it answers; everything else is left to the full path.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <string>
+
+#include "core/fast_json.h"
+#include "core/mapped_file.h"
+#include "core/reader.h"
+#include "core/zip.h"
+
+using namespace ckpt;
+
+namespace {
+
+std::string safetensors_file(const std::string& header) {
+  std::string f(8, '\0');
+  for (int k = 0; k < 8; ++k) f[k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+  return f + header;
+}
+
+}  // namespace
+
+TEST_CASE("fast_json: a safetensors header in file order, equal to nlohmann's reading") {
+  std::mt19937 rng(43);
+  for (int round = 0; round < 50; ++round) {
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    const int n = 1 + static_cast<int>(rng() % 40);
+    uint64_t at = 0;
+    if (round % 3 == 0) h["__metadata__"] = {{"format", "pt"}, {"b", "2"}};
+    for (int k = 0; k < n; ++k) {
+      std::vector<int64_t> shape;
+      uint64_t numel = 1;
+      for (uint32_t d = 0, nd = rng() % 4; d < nd; ++d) {
+        shape.push_back(static_cast<int64_t>(rng() % 5));
+        numel *= static_cast<uint64_t>(shape.back());
+      }
+      const std::string name = "layers." + std::to_string(rng() % 1000) + ".w" + std::to_string(k);
+      h[name] = {{"dtype", k % 2 ? "BF16" : "F32"}, {"shape", shape}, {"data_offsets", {at, at + numel * (k % 2 ? 2 : 4)}}};
+      at += numel * (k % 2 ? 2 : 4);
+    }
+    const std::string text = h.dump();
+    const auto fast = fast_safetensors_header(text);
+    REQUIRE(fast.has_value());
+    size_t k = 0;
+    for (const auto& [name, v] : h.items()) {
+      if (name == "__metadata__") {
+        REQUIRE(fast->metadata.has_value());
+        CHECK(fast->metadata->size() == v.size());
+        CHECK(fast->metadata->front().first == "format");
+        continue;
+      }
+      REQUIRE(k < fast->tensors.size());
+      const FastTensorEntry& e = fast->tensors[k++];
+      CHECK(e.name == name);
+      CHECK(e.dtype == v["dtype"].get<std::string>());
+      CHECK(e.shape == v["shape"].get<std::vector<int64_t>>());
+      CHECK(e.begin == v["data_offsets"][0].get<uint64_t>());
+      CHECK(e.end == v["data_offsets"][1].get<uint64_t>());
+    }
+    CHECK(k == fast->tensors.size());
+    CHECK(fast->metadata.has_value() == (round % 3 == 0));
+  }
+}
+
+TEST_CASE("fast_json: anything but the ordinary shape is left to the full reading") {
+  const char* refused[] = {
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "dtype": "F16"}})",
+      R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})",
+      R"({"a": {"dtype": "F32", "shape": [1.0], "data_offsets": [0, 4]}})",
+      R"({"a": {"dtype": "F32", "shape": [18446744073709551615], "data_offsets": [0, 4]}})",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, -4]}})",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})",
+      R"({"a": {"dtype": 5, "shape": [1], "data_offsets": [0, 4]}})",
+      R"({"a": {"shape": [1], "data_offsets": [0, 4]}})",
+      R"({"a": [1]})",
+      R"({"__metadata__": {"k": 1}})",
+      R"({"__metadata__": {"k": "1", "k": "2"}})",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 1e999]}})",
+      R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}} trailing)",
+      R"([1, 2])",
+      "{\"a\xff\": {}}",
+  };
+  for (const char* text : refused) {
+    CAPTURE(text);
+    CHECK_FALSE(fast_safetensors_header(text).has_value());
+  }
+  CHECK_FALSE(fast_index(R"({"weight_map": {"a": "s1", "a": "s2"}})").has_value());
+  CHECK_FALSE(fast_index(R"({"weight_map": {"a": 1}})").has_value());
+  CHECK_FALSE(fast_index(R"({"metadata": {}})").has_value());
+  CHECK_FALSE(fast_index(R"({"weight_map": {}, "weight_map": {}})").has_value());
+  const auto index = fast_index(R"({"metadata": {"total_size": 8, "z": [1, 2.5]}, "weight_map": {"b": "s2", "a": "s1"}})");
+  REQUIRE(index.has_value());
+  CHECK(index->weight_map == std::vector<std::pair<std::string, std::string>>{{"b", "s2"}, {"a", "s1"}});
+  REQUIRE(index->metadata.has_value());
+  CHECK(nlohmann::json::parse(*index->metadata) == nlohmann::json::parse(R"({"total_size": 8, "z": [1, 2.5]})"));
+}
+
+TEST_CASE("fast_json: a refused header still gets the full path's message") {
+  // Each refusal above goes to nlohmann's reading, which names the problem as before the fast path.
+  auto error_of = [](const std::string& header) {
+    try {
+      (void)read_checkpoint(MappedFile::from_memory(safetensors_file(header), "t.safetensors"), Limits{});
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error_of(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})")
+            .find("duplicate tensor name 'a'") != std::string::npos);
+  CHECK(error_of(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})").find("negative or non-integer") !=
+        std::string::npos);
+  CHECK(error_of(R"({"a": {"dtype": "X9", "shape": [1], "data_offsets": [0, 4]}})").find("unknown dtype \"X9\"") !=
+        std::string::npos);
+  CHECK(error_of(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})").find("needs 8") != std::string::npos);
+}
