@@ -90,20 +90,25 @@ std::vector<Tensor> views(const Tensor& big) {
 
 }  // namespace
 
-TEST_CASE("crc32: libdeflate's CRC-32 is zlib's, on the check value, odd sizes and joined pieces") {
+TEST_CASE("crc32: libdeflate's CRC-32 and the VPCLMULQDQ fold are zlib's, on the check value, odd sizes and joined pieces") {
+  const std::string wide = crc32_wide() ? "yes" : "no (libdeflate alone)";
+  MESSAGE("VPCLMULQDQ fold on this CPU: " << wide);
   const std::string check = "123456789";
   CHECK(crc32_update(0, reinterpret_cast<const uint8_t*>(check.data()), check.size()) == 0xCBF43926u);
+  CHECK(crc32_portable(0, reinterpret_cast<const uint8_t*>(check.data()), check.size()) == 0xCBF43926u);
   CHECK(crc32_update(0, nullptr, 0) == 0);
   std::vector<uint8_t> buf(1 << 20);
   uint32_t x = 12345;
   for (uint8_t& b : buf) b = static_cast<uint8_t>((x = x * 1103515245u + 12345u) >> 24);
-  for (size_t n : {size_t{1}, size_t{3}, size_t{15}, size_t{16}, size_t{17}, size_t{63}, size_t{255}, size_t{4097},
-                   size_t{65535}, size_t{1000003}}) {
+  for (size_t n : {size_t{1}, size_t{3}, size_t{15}, size_t{16}, size_t{17}, size_t{63}, size_t{255}, size_t{511}, size_t{512},
+                   size_t{513}, size_t{639}, size_t{640}, size_t{767}, size_t{4097}, size_t{65535}, size_t{1000003}}) {
     for (size_t at : {size_t{0}, size_t{1}, size_t{7}}) {  // unaligned starts too
       CAPTURE(n);
       CAPTURE(at);
       const uint32_t want = static_cast<uint32_t>(crc32(0, buf.data() + at, static_cast<uInt>(n)));
       CHECK(crc32_update(0, buf.data() + at, n) == want);
+      CHECK(crc32_portable(0, buf.data() + at, n) == want);
+      CHECK(crc32_update(0x12345678u, buf.data() + at, n) == static_cast<uint32_t>(crc32(0x12345678u, buf.data() + at, static_cast<uInt>(n))));
       const size_t half = n / 3;  // in two pieces, run on and joined
       CHECK(crc32_update(crc32_update(0, buf.data() + at, half), buf.data() + at + half, n - half) == want);
       CHECK(crc32_join(crc32_update(0, buf.data() + at, half), crc32_update(0, buf.data() + at + half, n - half), n - half) ==
@@ -200,7 +205,7 @@ TEST_CASE("diff --values: pairs compared through windows of any size equal a sin
       }
 }
 
-TEST_CASE("check --verify: CRC-32 of every member through windows of any size; a changed byte found whatever the window") {
+TEST_CASE("check --verify: CRC-32 of every member through windows of any size, and a changed byte found whatever the window") {
   const fs::path good = scratch() / "verify.pt", bad = scratch() / "verify_bad.pt";
   fs::copy_file(test::testdata() / "formats" / "diff_values" / "a.pt", good, fs::copy_options::overwrite_existing);
   std::string bytes = test::read_file(good);
