@@ -64,8 +64,11 @@ struct Cut {
   bool wide = true;
   uint64_t window = 0;
 };
-constexpr Cut kCuts[] = {{1, 8ull << 20}, {2, 64}, {3, 1000}, {4, 1},         {2, 8ull << 20}, {1, 8ull << 20, false},
-                         {2, 100, false}, {1, 8ull << 20, true, 24}, {3, 1000, true, 100}};
+constexpr Cut kCuts[] = {{1, 8ull << 20},     {2, 64},
+                         {3, 1000},           {4, 1},
+                         {2, 8ull << 20},     {1, 8ull << 20, false},
+                         {2, 100, false},     {1, 8ull << 20, true, 24},
+                         {3, 1000, true, 100}};
 
 const TensorDiff* find(const DiffResult& r, const std::string& name) {
   for (const TensorDiff& d : r.changed)

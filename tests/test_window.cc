@@ -108,7 +108,8 @@ TEST_CASE("crc32: libdeflate's CRC-32 and the VPCLMULQDQ fold are zlib's, on the
       const uint32_t want = static_cast<uint32_t>(crc32(0, buf.data() + at, static_cast<uInt>(n)));
       CHECK(crc32_update(0, buf.data() + at, n) == want);
       CHECK(crc32_portable(0, buf.data() + at, n) == want);
-      CHECK(crc32_update(0x12345678u, buf.data() + at, n) == static_cast<uint32_t>(crc32(0x12345678u, buf.data() + at, static_cast<uInt>(n))));
+      CHECK(crc32_update(0x12345678u, buf.data() + at, n) ==
+            static_cast<uint32_t>(crc32(0x12345678u, buf.data() + at, static_cast<uInt>(n))));
       const size_t half = n / 3;  // in two pieces, run on and joined
       CHECK(crc32_update(crc32_update(0, buf.data() + at, half), buf.data() + at + half, n - half) == want);
       CHECK(crc32_join(crc32_update(0, buf.data() + at, half), crc32_update(0, buf.data() + at + half, n - half), n - half) ==
@@ -137,8 +138,8 @@ TEST_CASE("check --values: NaN/Inf and CRC-32 through windows of any size equal 
     // zlib over the elements gathered in row-major order: the CRC's truth, independent of crc32.cc
     std::string gathered;
     for_each_run(t, [&](uint64_t off, uint64_t len) { gathered.append(reinterpret_cast<const char*>(p) + off, len); });
-    CHECK(want_crc.back() == static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(gathered.data()),
-                                                         static_cast<uInt>(gathered.size()))));
+    CHECK(want_crc.back() ==
+          static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(gathered.data()), static_cast<uInt>(gathered.size()))));
   }
   CHECK(want_stats[0].nan == 66);
   CHECK(want_stats[0].inf == 17);
@@ -220,7 +221,8 @@ TEST_CASE("check --verify: CRC-32 of every member through windows of any size, a
   bytes[zip.data_offset(*largest) + largest->compressed_size / 2] ^= 0x40;
   std::ofstream(bad, std::ios::binary | std::ios::trunc) << bytes;
   const Checkpoint ck_good = read_checkpoint(good.string()), ck_bad = read_checkpoint(bad.string());
-  const ZipVerify want_good = verify_zip(ck_good, Limits{}, 1, UINT64_MAX / 2), want_bad = verify_zip(ck_bad, Limits{}, 1, UINT64_MAX / 2);
+  const ZipVerify want_good = verify_zip(ck_good, Limits{}, 1, UINT64_MAX / 2),
+                  want_bad = verify_zip(ck_bad, Limits{}, 1, UINT64_MAX / 2);
   CHECK(want_good.findings.empty());
   REQUIRE(want_bad.findings.size() == 1);
   CHECK(want_bad.findings[0].message.find(std::string(largest->name)) != std::string::npos);
@@ -250,7 +252,8 @@ TEST_CASE("window: header reads and windows leave no page of the file mapped in"
     uint64_t rss = 0;
     while (std::getline(smaps, line)) {
       const size_t dash = line.find('-');
-      if (dash != std::string::npos && dash > 0 && line.find_first_not_of("0123456789abcdef") == dash) {  // a mapping's first line
+      if (dash != std::string::npos && dash > 0 &&
+          line.find_first_not_of("0123456789abcdef") == dash) {  // a mapping's first line
         in = std::stoull(line.substr(0, dash), nullptr, 16) == lo;
         continue;
       }
@@ -269,8 +272,7 @@ TEST_CASE("window: header reads and windows leave no page of the file mapped in"
   {
     PageWindow w(&f, 64 << 10);
     uint32_t crc = 0;
-    for_each_window(w, f.view().address(), f.size(), 1,
-                    [&](const uint8_t* p, uint64_t n) { crc = crc32_update(crc, p, n); });
+    for_each_window(w, f.view().address(), f.size(), 1, [&](const uint8_t* p, uint64_t n) { crc = crc32_update(crc, p, n); });
     w.drop();
     CHECK(crc == crc32_update(0, f.view().address(), f.size()));
   }

@@ -357,7 +357,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
   std::atomic<uint64_t> done{0};
   // Each side read through its own window: a thread holds about `window` bytes of A and of B, whatever
   // the tensors' sizes and strides.
-  const unsigned thread_count = static_cast<unsigned>(std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
+  const unsigned thread_count = static_cast<unsigned>(
+      std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
   const uint64_t window = o.window_bytes ? o.window_bytes : std::max<uint64_t>(1, window_bytes(thread_count) / 2);
   auto run_item = [&](const Item& it, ValueDiff& out) {
     const Plan& pl = plans[it.plan];
@@ -399,21 +400,21 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
       }
       // A run longer than the window is compared in parts of at most a window on either side.
       const int64_t part = static_cast<int64_t>(std::max<uint64_t>(1, window / std::max(pl.ia, pl.ib)));
-      for_each_strided_run<2>(
-          shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, [&](const std::array<int64_t, 2>& at, int64_t run) {
-            for (int64_t k = 0; k < run; k += part) {
-              const int64_t n = std::min(part, run - k);
-              const uint8_t *qa = p.a_bytes + (at[0] + k) * pl.ia, *qb = p.b_bytes + (at[1] + k) * pl.ib;
-              wa.touch(qa, static_cast<uint64_t>(n) * pl.ia);
-              wb.touch(qb, static_cast<uint64_t>(n) * pl.ib);
-              if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
-                if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
-                continue;
-              }
-              compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra,
-                          pl.rb, acc);
-            }
-          });
+      auto compare = [&](const std::array<int64_t, 2>& at, int64_t run) {
+        for (int64_t k = 0; k < run; k += part) {
+          const int64_t n = std::min(part, run - k);
+          const uint8_t *qa = p.a_bytes + (at[0] + k) * pl.ia, *qb = p.b_bytes + (at[1] + k) * pl.ib;
+          wa.touch(qa, static_cast<uint64_t>(n) * pl.ia);
+          wb.touch(qb, static_cast<uint64_t>(n) * pl.ib);
+          if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
+            if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
+            continue;
+          }
+          compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra, pl.rb,
+                      acc);
+        }
+      };
+      for_each_strided_run<2>(shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, compare);
       bytes = static_cast<uint64_t>(numel) * (pl.ia + pl.ib);
     }
     out = {acc.max_abs, acc.max_rel, !acc.differ, !acc.outside};
