@@ -4,7 +4,7 @@
 
 FROM debian:12 AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends g++ cmake make zlib1g-dev libcli11-dev libfmt-dev \
+ && apt-get install -y --no-install-recommends g++ cmake make zlib1g-dev libdeflate-dev libcli11-dev libfmt-dev \
       nlohmann-json3-dev libsimdjson-dev libcurl4-openssl-dev python3 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -15,7 +15,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DCKPT_WITH_TORCH=OFF -DCKPT
 
 FROM debian:12-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libfmt9 libsimdjson14 libstdc++6 libgcc-s1 zlib1g libcurl4 ca-certificates \
+ && apt-get install -y --no-install-recommends libfmt9 libsimdjson14 libstdc++6 libgcc-s1 zlib1g libdeflate0 libcurl4 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /install/usr/ /usr/
 RUN useradd --create-home --uid 1000 ckpt

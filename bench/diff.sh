@@ -4,8 +4,9 @@
 # and a re-saved equal copy), files in the page cache, against the Python baseline: torch.load both
 # (torch 1.13 has no mmap=True), then per tensor max |a - b| and max |a - b| / |b| in float32 (what
 # one would write; ckpt computes in float64, which is more work). Prints GB/s (bytes of A's and B's tensors read per
-# second of wall time, whole process) and the ratio to the baseline; OLD=path/to/ckpt times an older
-# build as well (the "before" figure). `uptime` is printed: the machine is shared.
+# second of wall time, whole process), ckpt's peak RSS (it reads both files through bounded windows:
+# flat whatever their size) and the ratio to the baseline; OLD=path/to/ckpt times an older build as well
+# (the "before" figure). `uptime` is printed: the machine is shared.
 #
 # Environment: CKPT=build/ckpt  OLD=  BENCH_DIR=/tmp/ckpt-diff-bench  MIB=1024  RUNS=3  TORCH_PY=/usr/bin/python3
 set -u
@@ -28,19 +29,20 @@ BYTES=$("$CKPT" summary --json "$A" | /usr/bin/python3 -c 'import json,sys; prin
 echo "machine: $(nproc) cores, $(uptime | sed 's/.*load/load/')"
 echo "pair: $(basename "$A") vs $(basename "$B") / $(basename "$SAME"): $BYTES bytes of tensors compared per diff"
 
-best() {  # best wall seconds of RUNS runs of "$@"
-  local b=1e9 t f
+best() {  # "best wall seconds, largest peak RSS in KiB" of RUNS runs of "$@"
+  local b=1e9 m=0 t f
   f=$(mktemp) || exit 1
   for _ in $(seq "$RUNS"); do
-    /usr/bin/time -o "$f" -f "%e" "$@" >/dev/null 2>&1
-    t=$(tail -1 "$f")
+    /usr/bin/time -o "$f" -f "%e %M" "$@" >/dev/null 2>&1
+    read -r t k <<<"$(tail -1 "$f")"
     b=$(/usr/bin/python3 -c "import sys; print(min(float(sys.argv[1]), float(sys.argv[2])))" "$b" "$t")
+    [ "$k" -gt "$m" ] && m=$k
   done
   rm -f "$f"
-  echo "$b"
+  echo "$b $m"
 }
-row() {  # label, seconds
-  /usr/bin/python3 -c "import sys; s=float(sys.argv[2]); print('%-46s %8.3f s %8.2f GB/s' % (sys.argv[1], s, int(sys.argv[3]) / s / 1e9))" "$1" "$2" "$BYTES"
+row() {  # label, "seconds [peak RSS KiB]"
+  /usr/bin/python3 -c "import sys; a=sys.argv[2].split(); s=float(a[0]); print('%-46s %8.3f s %8.2f GB/s%s' % (sys.argv[1], s, int(sys.argv[3]) / s / 1e9, '  peak RSS %.1f MiB' % (int(a[1]) / 1024) if len(a) > 1 else ''))" "$1" "$2" "$BYTES"
 }
 
 NEW_B=$(best "$CKPT" diff --values "$A" "$B")
@@ -50,7 +52,7 @@ row "ckpt diff --values a same (all equal)" "$NEW_S"
 if [ -n "$OLD" ]; then
   OLD_B=$(best "$OLD" diff --values "$A" "$B")
   row "old ckpt diff --values a b ($OLD)" "$OLD_B"
-  /usr/bin/python3 -c "import sys; print('speed-up against the old build: %.1fx' % (float(sys.argv[1]) / float(sys.argv[2])))" "$OLD_B" "$NEW_B"
+  /usr/bin/python3 -c "import sys; print('speed-up against the old build: %.1fx' % (float(sys.argv[1].split()[0]) / float(sys.argv[2].split()[0])))" "$OLD_B" "$NEW_B"
 fi
 PY=$("$TORCH_PY" - "$A" "$B" <<'PY'
 import sys, time, torch
@@ -70,4 +72,4 @@ read -r PY_LOAD PY_CMP <<<"$PY"
 PY_ALL=$(/usr/bin/python3 -c "import sys; print(float(sys.argv[1]) + float(sys.argv[2]))" "$PY_LOAD" "$PY_CMP")
 row "python: torch.load both + compare (calls)" "$PY_ALL"
 echo "  of which torch.load ${PY_LOAD} s, float32 max abs / rel ${PY_CMP} s ($(nproc) torch threads)"
-/usr/bin/python3 -c "import sys; print('ckpt against the Python baseline: %.1fx faster' % (float(sys.argv[1]) / float(sys.argv[2])))" "$PY_ALL" "$NEW_B"
+/usr/bin/python3 -c "import sys; print('ckpt against the Python baseline: %.1fx faster' % (float(sys.argv[1]) / float(sys.argv[2].split()[0])))" "$PY_ALL" "$NEW_B"

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# `ckpt check --verify` / `--values` cost (not part of CI): on the 3.1 GB GPT-2-large torch.save file
-# (bench/make_gpt2_large.py), in the page cache, best of RUNS wall times for: ckpt check (pickles
-# only), ckpt check --verify (every member's CRC-32), ckpt check --values (every tensor's NaN / Inf),
-# the peer `python3 -m zipfile -t` (the same CRC-32 check, one thread) and `cat FILE >/dev/null` (reading
-# alone). Prints the ratios --verify / check (why --verify is opt-in) and --verify / zipfile -t.
+# The commands that read every byte (not part of CI): time, CPU and peak memory of `ckpt check`
+# (pickles only), `check --verify` (every member's CRC-32), `check --values` (every tensor's NaN / Inf)
+# and `diff --values FILE FILE` (every element of both sides) on the 3.1 GB GPT-2-large torch.save file
+# (bench/make_gpt2_large.py), against the peer `python3 -m zipfile -t` (the same CRC-32s, one thread)
+# and `cat FILE >/dev/null` (reading alone). Per command: the best wall time and the least CPU time (user
+# + system, all threads) of RUNS runs, and the largest peak RSS (`/usr/bin/time`'s maximum resident set).
+# Prints the ratio of --verify's CPU time to zipfile -t's (goal <= 0.25) and each peak RSS against its
+# goal (check <= 20 MiB; --verify, --values, diff --values <= 64 MiB: they read through bounded windows,
+# not the whole tensor). OLD=path/to/ckpt measures an older build as well (the "before" column).
 #
-# Environment: CKPT=build/ckpt  GPT2=/tmp/ckpt-bench/gpt2-large.pt  RUNS=3  TORCH_PY=/usr/bin/python3
+# The page cache is set the same way for every run: the file is dropped from it (posix_fadvise
+# DONTNEED) and read back once with cat, which leaves it in large folios. A cache refilled piecemeal
+# (after memory pressure) may hold it in 4 KiB pages, and every reader through a mapping then costs
+# more system time: a CRC-32 over the mapping took 0.39 s of CPU one way and 0.96 s the other.
+#
+# Environment: CKPT=build/ckpt  OLD=  GPT2=/tmp/ckpt-bench/gpt2-large.pt  RUNS=3  TORCH_PY=/usr/bin/python3
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 CKPT=${CKPT:-build/ckpt}
+OLD=${OLD:-}
 GPT2=${GPT2:-/tmp/ckpt-bench/gpt2-large.pt}
 RUNS=${RUNS:-3}
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
@@ -17,24 +27,52 @@ if [ ! -s "$GPT2" ]; then
   mkdir -p "$(dirname "$GPT2")"
   "$TORCH_PY" bench/make_gpt2_large.py "$GPT2" >&2 || exit 1
 fi
+/usr/bin/python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$GPT2"
 cat "$GPT2" >/dev/null  # into the page cache
-best() {  # best wall seconds of RUNS runs of "$@" (output discarded; any exit status)
-  local b="" t0 t1 d
+T=$(mktemp) || exit 1
+trap 'rm -f "$T"' EXIT
+measure() {  # "wall cpu rss_kib" over RUNS runs of "$@" (output discarded; any exit status)
+  local out=""
   for _ in $(seq "$RUNS"); do
-    t0=$(date +%s.%N); "$@" >/dev/null 2>&1; t1=$(date +%s.%N)
-    d=$(echo "$t1 - $t0" | bc -l)
-    if [ -z "$b" ] || [ "$(echo "$d < $b" | bc -l)" = 1 ]; then b=$d; fi
+    /usr/bin/time -o "$T" -f "%e %U %S %M" "$@" >/dev/null 2>&1
+    out="$out$(tail -1 "$T")"$'\n'
   done
-  printf '%.3f' "$b"
+  printf '%s' "$out" | awk 'NR == 1 || $1 < w { w = $1 } NR == 1 || $2 + $3 < c { c = $2 + $3 } $4 > m { m = $4 }
+                            END { printf "%.3f %.3f %d\n", w, c, m }'
+}
+row() {  # label, "wall cpu rss_kib"
+  set -- "$1" $2
+  printf '%-36s %8s s %8s s %8.1f MiB\n' "$1" "$2" "$3" "$(echo "$4 / 1024" | bc -l)"
 }
 echo "machine: $(nproc) cores, $(uptime | sed 's/.*load/load/')"
-echo "file: $GPT2 ($(stat -c %s "$GPT2") bytes), best of $RUNS, page cache warm"
-check=$(best "$CKPT" check "$GPT2")
-verify=$(best "$CKPT" check --verify "$GPT2")
-values=$(best "$CKPT" check --values "$GPT2")
-zipt=$(best python3 -m zipfile -t "$GPT2")
-catt=$(best cat "$GPT2")
-printf '%-34s %8s s\n' "ckpt check" "$check" "ckpt check --verify" "$verify" "ckpt check --values" "$values" \
-  "python3 -m zipfile -t (peer)" "$zipt" "cat FILE >/dev/null" "$catt"
-printf 'ratio --verify / check: %.1fx (why --verify is opt-in)\n' "$(echo "$verify / $check" | bc -l)"
-printf 'ratio --verify / zipfile -t: %.2f (lower is faster)\n' "$(echo "$verify / $zipt" | bc -l)"
+echo "file: $GPT2 ($(stat -c %s "$GPT2") bytes), page cache warm; wall (best of $RUNS), CPU (least), peak RSS (largest)"
+printf '%-36s %10s %10s %12s\n' "command" "wall" "CPU" "peak RSS"
+for bin in ${OLD:+"$OLD"} "$CKPT"; do
+  tag=""
+  [ "$bin" = "$OLD" ] && tag=" (old)"
+  check=$(measure "$bin" check "$GPT2")
+  verify=$(measure "$bin" check --verify "$GPT2")
+  values=$(measure "$bin" check --values "$GPT2")
+  diffv=$(measure "$bin" diff --values "$GPT2" "$GPT2")
+  row "ckpt check$tag" "$check"
+  row "ckpt check --verify$tag" "$verify"
+  row "ckpt check --values$tag" "$values"
+  row "ckpt diff --values FILE FILE$tag" "$diffv"
+done
+zipt=$(measure python3 -m zipfile -t "$GPT2")
+catt=$(measure cat "$GPT2")
+row "python3 -m zipfile -t (peer)" "$zipt"
+row "cat FILE >/dev/null" "$catt"
+read -r _ vcpu _ <<<"$verify"
+read -r _ zcpu _ <<<"$zipt"
+printf 'CPU time --verify / zipfile -t: %.2f (goal <= 0.25)\n' "$(echo "$vcpu / $zcpu" | bc -l)"
+verdict() {  # label, "wall cpu rss_kib", goal MiB
+  local rss
+  read -r _ _ rss <<<"$2"
+  printf 'peak RSS %-22s %7.1f MiB (goal <= %d MiB: %s)\n' "$1" "$(echo "$rss / 1024" | bc -l)" "$3" \
+    "$([ "$rss" -le $(($3 * 1024)) ] && echo PASS || echo FAIL)"
+}
+verdict "check" "$check" 20
+verdict "check --verify" "$verify" 64
+verdict "check --values" "$values" 64
+verdict "diff --values" "$diffv" 64

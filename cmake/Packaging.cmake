@@ -124,7 +124,7 @@ endif()
 
 # `cpack -G DEB` in the build directory: ckpt_VERSION_ARCH.deb and, with LibTorch, ckpt-torch_….deb.
 # Depends come from dpkg-shlibdeps on the stripped binaries, so they name the Debian packages that
-# provide the shared libraries actually linked (libfmt9, zlib1g, libc6, … and for ckpt-torch
+# provide the shared libraries actually linked (libfmt9, zlib1g, libdeflate0, libc6, … and for ckpt-torch
 # Debian's libtorch1.13); ckpt-torch also depends on the same version of ckpt (its `load` and man page).
 set(CPACK_PACKAGE_NAME ckpt)
 set(CPACK_PACKAGE_VENDOR "ckpt")

@@ -123,7 +123,7 @@ def main():
 
     # The build stage has the -dev package of everything CMake found.
     cache = open(args.cache).read()
-    for var in ("fmt_DIR", "nlohmann_json_DIR", "CLI11_DIR", "ZLIB_INCLUDE_DIR", "CURL_INCLUDE_DIR"):
+    for var in ("fmt_DIR", "nlohmann_json_DIR", "CLI11_DIR", "ZLIB_INCLUDE_DIR", "LIBDEFLATE_INCLUDE_DIR", "CURL_INCLUDE_DIR"):
         m = re.search(rf"^{var}:\w+=(.*)$", cache, re.M)
         if not m:
             continue
@@ -132,6 +132,8 @@ def main():
             (os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".cmake")), path)
         if var == "ZLIB_INCLUDE_DIR":
             target = os.path.join(path, "zlib.h")
+        if var == "LIBDEFLATE_INCLUDE_DIR":
+            target = os.path.join(path, "libdeflate.h")
         if var == "CURL_INCLUDE_DIR":
             target = os.path.join(path, "curl", "curl.h")
         pkg = owner(target)

@@ -20,7 +20,7 @@ ctest_args=("$@")
 ((${#ctest_args[@]})) || ctest_args=(-E zip64_large_file)
 [ "$(id -u)" -eq 0 ] || { echo "check-libtorch: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
 src=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(g++ cmake ninja-build pkg-config zlib1g-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev doctest-dev
+pkgs=(g++ cmake ninja-build pkg-config zlib1g-dev libdeflate-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev doctest-dev
       python3 python3-numpy python3-torch libtorch-dev)
 
 if [ ! -x "$dir/usr/bin/apt-get" ]; then

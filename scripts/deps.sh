@@ -2,7 +2,7 @@
 # Installs ckpt's build and test dependencies from Debian 12 packages, only when missing; with
 # arguments, only those packages (scripts/example.sh names what the LibTorch-free build needs).
 set -euo pipefail
-pkgs=(g++ cmake make ccache pkg-config zlib1g-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev doctest-dev
+pkgs=(g++ cmake make ccache pkg-config zlib1g-dev libdeflate-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev doctest-dev
       python3 python3-torch python3-jsonschema libtorch-dev
       dpkg-dev file git pre-commit python3-yaml zsh fish man-db groff-base jq
       nginx-light openssl curl ca-certificates python3-venv)

@@ -3,7 +3,7 @@
 # the missing packages), build the ckpt target, summarize a bundled checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh g++ cmake make zlib1g-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev
+scripts/deps.sh g++ cmake make zlib1g-dev libdeflate-dev libcurl4-openssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libsimdjson-dev
 flags=(-DCKPT_BUILD_TESTS=OFF)
 # ccache where it is installed (scripts/test.sh's dependencies bring it): the same objects as test.sh's build.
 if command -v ccache >/dev/null; then

@@ -57,12 +57,18 @@ double number(const json& j) { return j.is_null() ? INFINITY : j.get<double>(); 
 
 // Every way the work can be cut: one thread, several, pieces smaller than a row, the default.
 // The baseline (SSE2) loop as well as the widest the CPU has.
+// Windows of a few bytes too (PageWindow): a strided pair read a few elements at a time.
 struct Cut {
   unsigned threads;
   uint64_t piece;
   bool wide = true;
+  uint64_t window = 0;
 };
-constexpr Cut kCuts[] = {{1, 8ull << 20}, {2, 64}, {3, 1000}, {4, 1}, {2, 8ull << 20}, {1, 8ull << 20, false}, {2, 100, false}};
+constexpr Cut kCuts[] = {{1, 8ull << 20},     {2, 64},
+                         {3, 1000},           {4, 1},
+                         {2, 8ull << 20},     {1, 8ull << 20, false},
+                         {2, 100, false},     {1, 8ull << 20, true, 24},
+                         {3, 1000, true, 100}};
 
 const TensorDiff* find(const DiffResult& r, const std::string& name) {
   for (const TensorDiff& d : r.changed)
@@ -111,6 +117,7 @@ TEST_CASE("diff --values: every dtype, view and special value as PyTorch compute
       o.threads = cut.threads;
       o.piece_bytes = cut.piece;
       o.wide_simd = cut.wide;
+      o.window_bytes = cut.window;
       const DiffResult r = diff_checkpoints(a, b, o);
       CHECK(r.compared == a.tensors.size());
       bool all_within = true;
@@ -175,6 +182,7 @@ TEST_CASE("diff --values: threaded typed loops equal the per-element reference o
         o.threads = cut.threads;
         o.piece_bytes = cut.piece;
         o.wide_simd = cut.wide;
+        o.window_bytes = cut.window;
         const DiffResult r = diff_checkpoints(a, b, o);
         for (const Tensor& ta : a.tensors) {
           auto it = by_name.find(ta.name);

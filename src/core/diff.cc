@@ -298,6 +298,7 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
   vo.rtol = o.rtol;
   vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   vo.piece_bytes = o.piece_bytes;
+  vo.window_bytes = o.window_bytes;
   vo.wide_simd = o.wide_simd;
   vo.promote = o.ignore_dtype;
 

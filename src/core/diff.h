@@ -39,6 +39,7 @@ struct DiffOptions {
   // of A and B, so one big tensor is split over them.
   unsigned threads = 0;
   uint64_t piece_bytes = 8ull << 20;
+  uint64_t window_bytes = 0;  // value_diff.h (0: the default)
   bool wide_simd = true;  // value_diff.h
   // (bytes of A and B compared, bytes to compare), called from the calling thread only.
   std::function<void(uint64_t, uint64_t)> progress;

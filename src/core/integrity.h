@@ -19,12 +19,14 @@ struct ZipVerify {
   std::vector<Finding> findings;  // zip-crc-mismatch: one finding naming every member that disagrees
 };
 // Every member of the checkpoint's zip archive (torch.save, TorchScript, .pt2) read once on `threads`
-// threads (a big member in 64 MiB pieces, joined with crc32_combine). Nothing for formats without
-// stored checksums (safetensors, legacy, DCP, sharded). Throws InputError for a member it cannot read.
-ZipVerify verify_zip(const Checkpoint& ck, const Limits& limits, unsigned threads);
+// threads (a big member in 64 MiB pieces, joined with crc32_join), through the mapping in windows of
+// `window` bytes per thread (0: window_bytes(threads)), each released once read (PageWindow): the
+// resident memory does not grow with the file. Nothing for formats without stored checksums
+// (safetensors, legacy, DCP, sharded). Throws InputError for a member it cannot read.
+ZipVerify verify_zip(const Checkpoint& ck, const Limits& limits, unsigned threads, uint64_t window = 0);
 
 // nonfinite-values: every materialized floating / complex tensor's NaN and Inf counts; one finding
-// naming each tensor that holds any, with its counts (none when all are finite).
-std::vector<Finding> nonfinite_findings(const Checkpoint& ck, unsigned threads);
+// naming each tensor that holds any, with its counts (none when all are finite). `window` as above.
+std::vector<Finding> nonfinite_findings(const Checkpoint& ck, unsigned threads, uint64_t window = 0);
 
 }  // namespace ckpt

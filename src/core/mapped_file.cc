@@ -68,6 +68,7 @@ std::shared_ptr<MappedFile> MappedFile::from_source(std::shared_ptr<FileSource> 
 
 MappedFile::~MappedFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 ByteView MappedFile::view() const { return ByteView(data_, size_, origin_, 0, source_.get()); }
@@ -131,6 +132,79 @@ int MappedFile::reopen(bool direct) const {
     return -1;
   }
   return fd;
+}
+
+void MappedFile::copy_out(uint8_t* dst, uint64_t len, uint64_t off) const {
+  if (len == 0) return;
+  if (mapped_ && !source_) {
+    std::call_once(fd_once_, [&] { fd_ = reopen(false); });
+    if (fd_ >= 0) {  // else (the path now names another file, no descriptor left): through the mapping
+      for (uint64_t done = 0; done < len;) {
+        const ssize_t got = ::pread(fd_, dst + done, static_cast<size_t>(len - done), static_cast<off_t>(off + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+          throw InputError(path_, "cannot read " + std::to_string(len - done) + " bytes at offset " + std::to_string(off + done) +
+                                      ": " + (got < 0 ? std::strerror(errno) : "end of file"));
+        done += static_cast<uint64_t>(got);
+      }
+      return;
+    }
+  }
+  std::memcpy(dst, view().sub(off, len).data(), static_cast<size_t>(len));
+}
+
+HeaderReader::HeaderReader(const ByteView& v, const MappedFile* file) : v_(v), file_(file) {
+  if (!file || !file->mapped() || file->remote()) return;
+  const auto base = reinterpret_cast<uintptr_t>(file->view().address()), at = reinterpret_cast<uintptr_t>(v.address());
+  if (at >= base && at - base <= file->size() && file->size() - (at - base) >= v.size()) at_ = at - base;
+}
+
+std::string HeaderReader::str(uint64_t off, uint64_t len) const {
+  if (at_ == UINT64_MAX) return std::string(v_.str(off, len));
+  (void)v_.sub(off, len, "string");  // the bounds error str() gives; nothing is read
+  std::string out(len, '\0');
+  file_->copy_out(reinterpret_cast<uint8_t*>(out.data()), len, at_ + off);
+  return out;
+}
+
+PageWindow::PageWindow(const MappedFile* file, uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 1)) {
+  if (file && file->mapped() && !file->remote()) file_ = file;
+}
+
+void PageWindow::touch(const uint8_t* p, uint64_t n) {
+  if (!file_ || n == 0) return;
+  const auto a = reinterpret_cast<uintptr_t>(p), b = a + n;
+  const uintptr_t lo = lo_ == hi_ ? a : std::min(lo_, a), hi = lo_ == hi_ ? b : std::max(hi_, b);
+  if (lo_ != hi_ && hi - lo > bytes_) {
+    drop();
+    lo_ = a;
+    hi_ = b;
+  } else {
+    lo_ = lo;
+    hi_ = hi;
+  }
+  if (n >= (64u << 10)) file_->prefetch(p, n);
+}
+
+void PageWindow::drop() {
+  if (file_ && hi_ > lo_) {
+    const uintptr_t table = table_bytes();
+    const uintptr_t base = reinterpret_cast<uintptr_t>(file_->view().address()), end = base + file_->size();
+    const uintptr_t lo = std::max(base, lo_ & ~(table - 1)), hi = std::min(end, (hi_ + table - 1) & ~(table - 1));
+    file_->release(reinterpret_cast<const uint8_t*>(lo), hi - lo);
+  }
+  lo_ = hi_ = 0;
+}
+
+uintptr_t PageWindow::table_bytes() {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page * (page / sizeof(void*));
+}
+
+uint64_t window_bytes(unsigned threads) {
+  uint64_t w = PageWindow::table_bytes();
+  while (w * 2 * std::max(1u, threads) <= (16ull << 20)) w *= 2;
+  return w;
 }
 
 }  // namespace ckpt

@@ -2,8 +2,10 @@
 // checkpoint to read its central directory and data.pkl costs a few pages, not 3 GB.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/bytes.h"
@@ -67,6 +69,13 @@ class MappedFile {
   // be the same file (device and inode) as the one mapped. -1 with errno set when it cannot be
   // (memory files, O_DIRECT refused, the path now names another file: errno ESTALE).
   int reopen(bool direct) const;
+  // Copies [off, off+len) into `dst` (the caller has checked the bounds). A mapped file is read with
+  // pread on a descriptor of its own (reopen, once, on first use), so that no page of the mapping is
+  // touched: one page fault maps in a whole folio of the page cache (2 MiB for a file cached in large
+  // folios), so a 30-byte zip header read through the mapping between two tensors would cost this
+  // process 2 MiB of resident memory. Memory and remote files copy from view() (a remote block stays
+  // cached, as after any read). Throws InputError when pread fails (the file shrank).
+  void copy_out(uint8_t* dst, uint64_t len, uint64_t off) const;
 
  private:
   MappedFile() = default;
@@ -79,6 +88,81 @@ class MappedFile {
   std::string owned_;
   std::shared_ptr<const Origin> origin_;
   std::shared_ptr<FileSource> source_;
+  mutable std::once_flag fd_once_;
+  mutable int fd_ = -1;  // copy_out's descriptor
 };
+
+// Small records scattered through a file (zip local headers between tensors) read through copy_out:
+// le() and str() answer as the view's own le() and str() do, bounds errors included, without touching a
+// page of the mapping. Over memory, a remote file, or a view outside `file`'s mapping, the view is read.
+class HeaderReader {
+ public:
+  HeaderReader(const ByteView& v, const MappedFile* file);
+  template <typename T>
+  T le(uint64_t off) const {
+    if (at_ == UINT64_MAX || off > v_.size() || v_.size() - off < sizeof(T)) return v_.le<T>(off);
+    T x;
+    file_->copy_out(reinterpret_cast<uint8_t*>(&x), sizeof(T), at_ + off);  // host is little-endian (CMake)
+    return x;
+  }
+  std::string str(uint64_t off, uint64_t len) const;
+
+ private:
+  ByteView v_;
+  const MappedFile* file_ = nullptr;
+  uint64_t at_ = UINT64_MAX;  // file offset of the view's first byte; UINT64_MAX: read the view
+};
+
+// A walk over a mapped file's bytes that keeps about `bytes` of them resident in this process, whatever
+// it reads: touch() each range before reading it through the mapping; when the ranges touched since the
+// last drop would span more than `bytes`, they are released first (MappedFile::release: the pages stay
+// in the page cache). A pass over a 3 GB tensor holds one window of it, and a strided walk that jumps
+// back and forth stays bounded too (a page it comes back to faults in again). A range of 64 KiB or more
+// is mapped in with one call (prefetch). Nothing for memory or remote files (their callers fetch and
+// keep) or nullptr. One walker per thread.
+//
+// A release covers whole page tables' spans (table_bytes(), 2 MiB with 4 KiB pages) around what was
+// touched: one page fault maps in every page of its large folio, or of its fault-around range, that is
+// not mapped yet, all within its page table, neighbours' bytes included. Released page by page, a
+// window would leave those mapped behind it (measured: 1 GB resident for a 3 GB file read in 64 KiB
+// windows). A neighbour's page released under another thread faults back in there, unchanged.
+class PageWindow {
+ public:
+  PageWindow(const MappedFile* file, uint64_t bytes);
+  ~PageWindow() { drop(); }
+  PageWindow(const PageWindow&) = delete;
+  PageWindow& operator=(const PageWindow&) = delete;
+  uint64_t bytes() const { return bytes_; }
+  void touch(const uint8_t* p, uint64_t n);
+  // Releases every range touched so far.
+  void drop();
+  // The span of addresses one page table maps (page size x entries per table).
+  static uintptr_t table_bytes();
+
+ private:
+  const MappedFile* file_ = nullptr;  // nullptr: nothing to do
+  uint64_t bytes_;
+  uintptr_t lo_ = 0, hi_ = 0;  // the span touched since the last drop (empty: lo_ == hi_)
+};
+
+// The default window of a pass over every byte on `threads` threads: the largest power of two of page
+// tables (table_bytes()) that keeps them all within 16 MiB, at least one table each. 8 MiB on 2 cores:
+// `check --values` of a 3 GB file then stays under 64 MiB resident.
+uint64_t window_bytes(unsigned threads);
+
+// Calls fn(p, n) on [p, p+len) in consecutive pieces of at most w.bytes() (a multiple of `align`, the
+// element size, and at least one element), each touched through `w` first. The pieces end at multiples
+// of w.bytes() in the address space (to within an element), so that a window's page tables are its own.
+template <typename Fn>
+void for_each_window(PageWindow& w, const uint8_t* p, uint64_t len, uint64_t align, Fn&& fn) {
+  const uint64_t piece = std::max<uint64_t>(align, w.bytes() / align * align);
+  uint64_t n = (piece - reinterpret_cast<uintptr_t>(p) % piece) / align * align;  // to the next edge
+  if (n == 0) n = piece;
+  for (uint64_t at = 0; at < len; at += n, n = piece) {
+    n = std::min(n, len - at);
+    w.touch(p + at, n);
+    fn(p + at, n);
+  }
+}
 
 }  // namespace ckpt

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/allowlist.h"
+#include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/safetensors.h"
 #include "core/tar.h"
@@ -82,7 +83,8 @@ namespace {
 
 class Scanner {
  public:
-  Scanner(const Limits& lim, const Checkpoint* read, ScanScope scope) : lim_(lim), read_(read), scope_(scope) {}
+  Scanner(const Limits& lim, const Checkpoint* read, ScanScope scope, const MappedFile* file)
+      : lim_(lim), read_(read), scope_(scope), file_(file) {}
 
   void file(const ByteView& v, const std::string& label, int depth) {
     if (depth > kMaxDepth) {
@@ -151,21 +153,23 @@ class Scanner {
     // what a loader of the package might read.
     if (depth == 0 && is_export_archive(z)) export_ = true;
     const bool pt2 = export_;
+    // The file's own local headers are read with copy_out: the 30 bytes before each tensor, read through
+    // the mapping, would map in a folio of its data (up to 2 MiB each, MappedFile::copy_out).
+    const HeaderReader headers(v, depth == 0 ? file_ : nullptr);
     for (const ZipEntry& e : z.entries()) {
       if (scope_ == ScanScope::Pickles && !pt2 && !ends_with(e.name, ".pkl")) continue;  // tensor data: untouched
       // Scanners that read local headers see another name than loaders that read the directory.
       const uint64_t h = e.local_header_offset;
-      const uint16_t n = v.le<uint16_t>(h + 26);
+      const uint16_t n = headers.le<uint16_t>(h + 26);
       const std::string where = prefixed(label, std::string(e.name));
-      if (v.str(h + 30, n) != e.name) {
-        scan_.problems.push_back({ScanProblem::Kind::RenamedMember, where, std::string(e.name), std::string(v.str(h + 30, n))});
-      }
+      const std::string local = headers.str(h + 30, n);
+      if (local != e.name) scan_.problems.push_back({ScanProblem::Kind::RenamedMember, where, std::string(e.name), local});
       std::string_view name = e.name;
       const bool pkl = ends_with(name, ".pkl");
-      if (pt2) native_code(name, where, v, h + 30 + n + v.le<uint16_t>(h + 28), e);
-      if (!pkl && !pt2) continue;
       // Read where the local header says the data is, whatever name it carries: that is what torch loads.
-      const uint64_t data = h + 30 + n + v.le<uint16_t>(h + 28);
+      const uint64_t data = h + 30 + n + headers.le<uint16_t>(h + 28);
+      if (pt2) native_code(name, where, v, data, e);
+      if (!pkl && !pt2) continue;
       ByteView raw = v.sub(data, e.compressed_size, "zip member data");
       if (pkl && e.method == 0 && reused(raw, where)) continue;
       if (!pkl && !worth_a_look(name, raw, e)) continue;
@@ -411,6 +415,7 @@ class Scanner {
   const Limits& lim_;
   const Checkpoint* read_ = nullptr;
   ScanScope scope_ = ScanScope::Full;
+  const MappedFile* file_ = nullptr;  // the file scanned (its view is depth 0's)
   size_t nested_ = 0;
   bool export_ = false;
   uint64_t inflate_left_ = 4 * lim_.inflate_bytes;
@@ -425,7 +430,7 @@ PickleScan scan_pickles(const MappedFile& file, const Limits& limits, const Chec
   // A remote file is scanned for its pickles only: the check of every member's local header would cost
   // one range request per member of a file of any size.
   if (file.remote()) scope = ScanScope::Pickles;
-  Scanner s(limits, read && read->file.get() == &file ? read : nullptr, scope);
+  Scanner s(limits, read && read->file.get() == &file ? read : nullptr, scope, &file);
   s.file(file.view(), "", 0);
   return s.take();
 }

@@ -87,8 +87,8 @@ struct PickleScan {
 // listed in `native`. Throws InputError only when the container itself is broken. `read`, the
 // checkpoint a reader made of the same mapping, lends the globals of the pickle it already ran.
 // What a scan looks at. Full (check): every pickle, and every zip member's local header (a name that
-// differs from the directory's is zip-name-mismatch). Pickles (summary): the pickles only, so that no
-// page of tensor data is touched (a member's local header shares its page with the member's data).
+// differs from the directory's is zip-name-mismatch), read with pread (MappedFile::copy_out) so that no
+// page of tensor data is mapped in. Pickles (summary): the pickles only.
 // A remote file (MappedFile::remote) is always scanned as Pickles.
 enum class ScanScope : uint8_t { Full, Pickles };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/bytes.h"
+#include "core/mapped_file.h"
 #include "core/reader.h"
 #include "core/text.h"
 
@@ -27,8 +28,8 @@ ByteView StorageIndex::bytes(const Storage& s) const {
   const std::string member = s.member.empty() ? std::string() : std::string(s.member);
   if (!s.present) throw InputError(f->path(), member, 0, fmt::format("storage '{}' has no bytes in the file", s.key));
   uint64_t off = s.file_offset;
-  if (s.local_header != UINT64_MAX) {
-    const ByteView lh = v.sub(s.local_header, 30, "zip local header").as_member(member);
+  if (s.local_header != UINT64_MAX) {  // read with copy_out: no folio of tensor data mapped in for 30 bytes
+    const HeaderReader lh(v.sub(s.local_header, 30, "zip local header").as_member(member), f);
     off = s.local_header + 30 + lh.le<uint16_t>(26) + lh.le<uint16_t>(28);
   }
   if (off > v.size() || v.size() - off < s.nbytes)
@@ -101,6 +102,22 @@ bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>
 }
 
 bool is_contiguous(const Tensor& t) { return is_contiguous(t.shape, t.stride); }
+
+void storage_order(std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>*> strides) {
+  if (strides.size() == 0) return;
+  const std::vector<int64_t>& key = **strides.begin();
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) dims.push_back(d);
+  std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return key[a] > key[b]; });
+  auto reorder = [&](std::vector<int64_t>& v) {
+    std::vector<int64_t> out;
+    for (size_t d : dims) out.push_back(v[d]);
+    v = std::move(out);
+  };
+  for (std::vector<int64_t>* s : strides) reorder(*s);
+  reorder(shape);
+}
 
 uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s) {
   auto fail = [&](const std::string& why) -> uint64_t {

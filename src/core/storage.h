@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,13 @@ bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>
 bool is_contiguous(const Tensor& t);
 // Layouts `ckpt load` materializes: strided, and contiguous per-tensor affine qint8 / quint8 / qint32.
 bool loadable_layout(const Tensor& t);
+
+// Puts the dimensions of `shape`, and the same dimensions of each stride list in `strides` (each as long
+// as `shape`), in the order of the first list's strides, largest first (ties keep their order), and drops
+// the dimensions of size 1. A walk in that order meets a transposed or permuted view's elements where
+// they lie in its storage, in long runs, instead of a storage row apart each. For passes whose result
+// does not depend on the order (counts, maxima): the elements come in another order than row-major.
+void storage_order(std::vector<int64_t>& shape, std::initializer_list<std::vector<int64_t>*> strides);
 
 // One strided layout of a shape's elements: the element offset of the first one and a stride per
 // dimension (as long as the shape).

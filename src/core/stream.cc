@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "core/crc32.h"
 #include "core/mapped_file.h"
 #include "core/threads.h"
 #include "core/watchdog.h"
@@ -510,7 +510,7 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
                  stall_message(path_, t0.name, pieces[first].offset, "the copy back from the device (--checksum)", dog.seconds()));
         for (size_t q = first; q < first + count; ++q) {
           const Piece& pc = pieces[q];
-          piece_crc[q] = static_cast<uint32_t>(crc32_z(crc32(0L, Z_NULL, 0), buf + pc.at, pc.len));
+          piece_crc[q] = crc32_update(0, buf + pc.at, pc.len);
           if (--left[pc.storage] == 0) sink.read_done(*tensors_[pc.storage]);
         }
         const uint64_t now = done += pieces[first + count - 1].at + pieces[first + count - 1].len;
@@ -529,9 +529,8 @@ std::vector<std::optional<uint32_t>> StreamLoad::readback_crc(StreamSink& sink, 
     if (tensor_storage_[k] != SIZE_MAX && tensors_[k]->bytes == 0) out[k] = 0;
   for (size_t q = 0; q < pieces.size(); ++q) {
     const Piece& pc = pieces[q];
-    uLong c = out[pc.storage] ? *out[pc.storage] : crc32(0L, Z_NULL, 0);
-    c = pc.offset == 0 ? piece_crc[q] : crc32_combine(c, piece_crc[q], static_cast<z_off_t>(pc.len));
-    out[pc.storage] = static_cast<uint32_t>(c);
+    const uint32_t c = out[pc.storage] ? *out[pc.storage] : 0;
+    out[pc.storage] = pc.offset == 0 ? piece_crc[q] : crc32_join(c, piece_crc[q], pc.len);
   }
   if (stats) {
     stats->readback_bytes = total;

@@ -235,7 +235,7 @@ void compare_run(Kind ka, Kind kb, const uint8_t* pa, const uint8_t* pb, uint64_
   }
 }
 
-// A pair's elements as rows along its first dimension (all elements as one dimension when both
+// A pair's elements as rows along its first dimension in A's storage order (all elements as one dimension when both
 // sides are contiguous), so a work item is a range of rows.
 struct Plan {
   const ValuePair* pair = nullptr;
@@ -328,6 +328,11 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     if (is_contiguous(a) && is_contiguous(b)) {
       pl.shape = {a.numel};
       pl.stride_a = pl.stride_b = {1};
+    } else {
+      // In the order of A's storage (the maxima and flags do not depend on the order): a transposed
+      // pair is read forward in long runs, and an item is a slab of A's storage, not a few elements of
+      // every row of it.
+      storage_order(pl.shape, {&pl.stride_a, &pl.stride_b});
     }
     while (pl.shape.size() > 1 && pl.shape[0] == 1) {  // a leading 1 cannot be split
       pl.shape.erase(pl.shape.begin());
@@ -346,61 +351,77 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     total += static_cast<uint64_t>(a.numel) * (pl.ia + pl.ib);
     plans.push_back(std::move(pl));
   }
-  std::vector<size_t> items_of(plans.size(), 0);
-  for (const Item& it : items) ++items_of[it.plan];
 
   std::vector<ValueDiff> results(items.size());
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
+  // Each side read through its own window: a thread holds about `window` bytes of A and of B, whatever
+  // the tensors' sizes and strides.
+  const unsigned thread_count = static_cast<unsigned>(
+      std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
+  const uint64_t window = o.window_bytes ? o.window_bytes : std::max<uint64_t>(1, window_bytes(thread_count) / 2);
   auto run_item = [&](const Item& it, ValueDiff& out) {
     const Plan& pl = plans[it.plan];
     const ValuePair& p = *pl.pair;
+    // A remote file's bytes are fetched per item, whatever the view (they are nowhere else to be had),
+    // and kept: its release would drop the fetched block while a tied twin of this storage may still be
+    // compared on another thread (values.cc and integrity.cc keep them too). A mapped file's pass
+    // through windows released as it goes (back to the page cache).
+    const MappedFile* fa = p.a_file && !p.a_file->remote() ? p.a_file : nullptr;
+    const MappedFile* fb = p.b_file && !p.b_file->remote() ? p.b_file : nullptr;
+    PageWindow wa(fa, window), wb(fb, window);
     Acc acc;
     uint64_t bytes;
     if (pl.packed) {  // same dtype (a packed dtype is never numeric): the stored bytes
       const uint64_t na = dtype_bytes(*p.a->dtype, p.a->numel), nb = dtype_bytes(*p.b->dtype, p.b->numel);
-      if (p.a_file && p.a_file->remote()) p.a_file->prefetch(p.a_bytes + p.a->offset * pl.ia, na);
-      if (p.b_file && p.b_file->remote()) p.b_file->prefetch(p.b_bytes + p.b->offset * pl.ib, nb);
-      acc.differ = acc.outside = na != nb ||
-                                 std::memcmp(p.a_bytes + p.a->offset * pl.ia, p.b_bytes + p.b->offset * pl.ib, na) != 0;
+      const uint8_t *qa = p.a_bytes + p.a->offset * pl.ia, *qb = p.b_bytes + p.b->offset * pl.ib;
+      if (p.a_file && p.a_file->remote()) p.a_file->prefetch(qa, na);
+      if (p.b_file && p.b_file->remote()) p.b_file->prefetch(qb, nb);
+      acc.differ = acc.outside = na != nb;
+      for (uint64_t at = 0; at < na && !acc.differ; at += window) {
+        const uint64_t n = std::min(window, na - at);
+        wa.touch(qa + at, n);
+        wb.touch(qb + at, n);
+        acc.differ = acc.outside = std::memcmp(qa + at, qb + at, n) != 0;
+      }
       bytes = na + nb;
     } else {
       std::vector<int64_t> shape = pl.shape;
       shape[0] = it.end - it.begin;
       const int64_t numel = shape[0] * pl.row_elems;
       const int64_t oa = pl.offset_a + it.begin * pl.stride_a[0], ob = pl.offset_b + it.begin * pl.stride_b[0];
-      const auto [fa, la] = span(shape, pl.stride_a, oa);
-      const auto [fb, lb] = span(shape, pl.stride_b, ob);
-      const uint8_t *sa = p.a_bytes + fa * pl.ia, *sb = p.b_bytes + fb * pl.ib;
-      const uint64_t len_a = static_cast<uint64_t>(la - fa + 1) * pl.ia, len_b = static_cast<uint64_t>(lb - fb + 1) * pl.ib;
-      // Rows of one strided view may share pages with the next item's, so only a view compared in one
-      // piece, or contiguous rows, are mapped in at once and released once compared (back to the page cache).
-      const bool own_pages = items_of[it.plan] == 1 || pl.shape.size() == 1;
-      // A remote file's bytes are fetched here whatever the view (they are nowhere else to be had).
-      if (p.a_file && (own_pages || p.a_file->remote())) p.a_file->prefetch(sa, len_a);
-      if (p.b_file && (own_pages || p.b_file->remote())) p.b_file->prefetch(sb, len_b);
-      for_each_strided_run<2>(
-          shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, [&](const std::array<int64_t, 2>& at, int64_t n) {
-            const uint8_t *qa = p.a_bytes + at[0] * pl.ia, *qb = p.b_bytes + at[1] * pl.ib;
-            if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
-              if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
-              return;
-            }
-            compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra, pl.rb,
-                        acc);
-          });
-      // A remote file's release drops the fetched block (the buffer is its only copy) while a tied twin of
-      // this storage may still be compared on another thread: kept, as values.cc and integrity.cc keep it.
-      if (own_pages && p.a_file && !p.a_file->remote()) p.a_file->release(sa, len_a);
-      if (own_pages && p.b_file && !p.b_file->remote()) p.b_file->release(sb, len_b);
+      if (p.a_file && p.a_file->remote()) {
+        const auto [first, last] = span(shape, pl.stride_a, oa);
+        p.a_file->prefetch(p.a_bytes + first * pl.ia, static_cast<uint64_t>(last - first + 1) * pl.ia);
+      }
+      if (p.b_file && p.b_file->remote()) {
+        const auto [first, last] = span(shape, pl.stride_b, ob);
+        p.b_file->prefetch(p.b_bytes + first * pl.ib, static_cast<uint64_t>(last - first + 1) * pl.ib);
+      }
+      // A run longer than the window is compared in parts of at most a window on either side.
+      const int64_t part = static_cast<int64_t>(std::max<uint64_t>(1, window / std::max(pl.ia, pl.ib)));
+      auto compare = [&](const std::array<int64_t, 2>& at, int64_t run) {
+        for (int64_t k = 0; k < run; k += part) {
+          const int64_t n = std::min(part, run - k);
+          const uint8_t *qa = p.a_bytes + (at[0] + k) * pl.ia, *qb = p.b_bytes + (at[1] + k) * pl.ib;
+          wa.touch(qa, static_cast<uint64_t>(n) * pl.ia);
+          wb.touch(qb, static_cast<uint64_t>(n) * pl.ib);
+          if (pl.ka == Kind::Bytes) {  // same dtype, no float64 view
+            if (std::memcmp(qa, qb, static_cast<size_t>(n) * pl.ia) != 0) acc.differ = acc.outside = true;
+            continue;
+          }
+          compare_run(pl.ka, pl.kb, qa, qb, static_cast<uint64_t>(n), pl.ia, pl.ib, o.atol, o.rtol, o.wide_simd, pl.ra, pl.rb,
+                      acc);
+        }
+      };
+      for_each_strided_run<2>(shape, numel, {{{oa, pl.stride_a}, {ob, pl.stride_b}}}, compare);
       bytes = static_cast<uint64_t>(numel) * (pl.ia + pl.ib);
     }
     out = {acc.max_abs, acc.max_rel, !acc.differ, !acc.outside};
     return bytes;
   };
   std::atomic<bool> stop{false};
-  const auto threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
-  run_threads(threads, stop, [&](unsigned j) {
+  run_threads(thread_count, stop, [&](unsigned j) {
     for (size_t i = next++; i < items.size() && !stop; i = next++) {
       done += run_item(items[i], results[i]);
       if (j == 0 && o.progress) o.progress(done, total);

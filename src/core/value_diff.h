@@ -1,8 +1,10 @@
-// `diff --values` at memory speed: two tensors' elements compared in row-major order with one typed
+// `diff --values` at memory speed: two tensors' elements compared pairwise (in the order of A's storage) with one typed
 // conversion loop per dtype into float64 blocks and one comparison loop over them, bitwise-equal
 // blocks of the same dtype skipped with memcmp, and the work split over threads in pieces of a few
-// MiB so one big tensor keeps every core busy. What is computed per element is diff.h's definition
-// (README "ckpt diff"): the same float64 arithmetic, so every number is the one element_value gives.
+// MiB so one big tensor keeps every core busy. Mapped files are read through bounded windows
+// (PageWindow), so the resident memory does not grow with the tensors. What is computed per element is
+// diff.h's definition (README "ckpt diff"): the same float64 arithmetic, so every number is the one
+// element_value gives.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ struct ValueDiff {
 
 // One pair to compare: same shape and same dtype, or both dtypes numeric() (values.h). `a_bytes` /
 // `b_bytes` are the storages' first bytes; `a_file` / `b_file` the mapped files they are in (nullptr
-// for memory the caller owns, e.g. assembled DCP storages), whose pages are released once compared.
+// for memory the caller owns, e.g. assembled DCP storages), read a window at a time and released.
 // The caller has bounds-checked both views (checked_extent).
 struct ValuePair {
   const Tensor* a = nullptr;
@@ -39,6 +41,8 @@ struct ValueCompareOptions {
   double atol = 0.0, rtol = 0.0;
   unsigned threads = 1;
   uint64_t piece_bytes = 8ull << 20;  // bytes of A and B per work item
+  // Bytes of each side a thread keeps mapped in (PageWindow); 0: half of window_bytes(threads).
+  uint64_t window_bytes = 0;
   bool wide_simd = true;  // AVX2 where the CPU has it; false: the baseline SSE2 loop (tests cover both)
   // diff --ignore-dtype, as torch.testing.assert_close(check_dtype=False): a pair of two dtypes is compared
   // after both are cast to torch.promote_types of the two. Only an integer side against a narrower

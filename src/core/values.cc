@@ -1,7 +1,6 @@
 #include "core/values.h"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +8,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/crc32.h"
+#include "core/mapped_file.h"
 #include "core/threads.h"
 
 namespace ckpt {
@@ -87,17 +88,70 @@ ValueStats tensor_nonfinite(const Tensor& t, const uint8_t* storage) {
 }
 
 uint32_t tensor_crc32(const Tensor& t, const uint8_t* storage) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  if (t.dtype->pack != 1) {  // packed sub-byte dtypes: the stored bytes
-    const uint64_t n = dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel));
-    return static_cast<uint32_t>(crc32_z(crc, storage + t.offset * t.dtype->itemsize, n));
-  }
-  for_each_run(t, [&](uint64_t off, uint64_t len) { crc = crc32_z(crc, storage + off, len); });
-  return static_cast<uint32_t>(crc);
+  if (t.dtype->pack != 1)  // packed sub-byte dtypes: the stored bytes
+    return crc32_update(0, storage + t.offset * t.dtype->itemsize, dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel)));
+  uint32_t crc = 0;
+  for_each_run(t, [&](uint64_t off, uint64_t len) { crc = crc32_update(crc, storage + off, len); });
+  return crc;
 }
 
+namespace {
+
+// tensor_nonfinite and tensor_crc32, reading the tensor's bytes a window at a time through `w`. A
+// contiguous tensor is one pass: counts add up and the CRC runs on over the windows. A strided one is
+// counted in storage order (storage_order: the counts do not depend on the order), so that a transposed
+// view is read forward, window after window; its CRC follows the elements in row-major order, which
+// for a transposed view jumps a storage row per element: through windows that would fault its pages in
+// again for every element of a row (a 200 MB one took a minute), so its extent is mapped in at once and
+// released after. Only load --checksum asks for that CRC, and the load holds the whole file anyway.
+TensorCheck check_windowed(const Tensor& t, const uint8_t* storage, bool crc, PageWindow& w, const MappedFile* local) {
+  TensorCheck c;
+  const uint64_t item = t.dtype->itemsize;
+  if (t.dtype->pack != 1) {  // packed sub-byte dtypes: no NaN, the stored bytes' CRC
+    uint32_t sum = 0;
+    if (crc)
+      for_each_window(w, storage + t.offset * item, dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel)), 1,
+                      [&](const uint8_t* p, uint64_t n) { sum = crc32_update(sum, p, n); });
+    if (crc) c.crc32 = sum;
+    return c;
+  }
+  auto count = [&](const uint8_t* p, uint64_t n) {
+    const ValueStats s = count_nonfinite(*t.dtype, p, n / item);
+    c.stats.nan += s.nan;
+    c.stats.inf += s.inf;
+  };
+  if (is_contiguous(t)) {
+    uint32_t sum = 0;
+    for_each_window(w, storage + t.offset * item, static_cast<uint64_t>(t.numel) * item, item, [&](const uint8_t* p, uint64_t n) {
+      count(p, n);
+      if (crc) sum = crc32_update(sum, p, n);
+    });
+    if (crc) c.crc32 = sum;
+    return c;
+  }
+  std::vector<int64_t> shape = t.shape, stride = t.stride;
+  storage_order(shape, {&stride});
+  for_each_strided_run<1>(shape, t.numel, {{{t.offset, stride}}}, [&](const std::array<int64_t, 1>& at, int64_t n) {
+    for_each_window(w, storage + static_cast<uint64_t>(at[0]) * item, static_cast<uint64_t>(n) * item, item, count);
+  });
+  w.drop();
+  if (crc && t.numel > 0) {
+    int64_t last = t.offset;
+    for (size_t d = 0; d < t.shape.size(); ++d) last += (t.shape[d] - 1) * t.stride[d];
+    PageWindow whole(local, UINT64_MAX);
+    whole.touch(storage + t.offset * item, static_cast<uint64_t>(last - t.offset + 1) * item);
+    c.crc32 = tensor_crc32(t, storage);
+  } else if (crc) {
+    c.crc32 = 0;
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& index, const std::vector<const Tensor*>& tensors,
-                                      bool crc, unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress) {
+                                      bool crc, unsigned threads, const std::function<void(uint64_t, uint64_t)>& progress,
+                                      uint64_t window) {
   std::vector<TensorCheck> out(tensors.size());
   std::vector<size_t> order;  // biggest first, so the last tensor handed out is a small one
   for (size_t k = 0; k < tensors.size(); ++k) {
@@ -107,6 +161,7 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tensors[a]->bytes > tensors[b]->bytes; });
   uint64_t total = 0;
   for (size_t k : order) total += tensors[k]->bytes;
+  if (window == 0) window = window_bytes(threads);
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> done{0};
   std::atomic<bool> stop{false};
@@ -118,12 +173,13 @@ std::vector<TensorCheck> check_values(const Checkpoint& ck, const StorageIndex& 
       checked_extent(ck, t, *s);
       const ByteView b = index.bytes(*s);
       const MappedFile& file = s->source ? *s->source : *ck.file;
-      file.prefetch(b.address(), b.size());
-      TensorCheck& c = out[order[i]];
-      c.stats = tensor_nonfinite(t, b.data());
-      if (crc) c.crc32 = tensor_crc32(t, b.data());
-      // A remote file's bytes stay: the CPU load reads them next, and they are nowhere else to be had.
-      if (!StorageIndex::assembled(*s) && !file.remote()) file.release(b.address(), b.size());  // checked: back to the page cache
+      // A remote file's bytes are fetched whole and stay: the CPU load reads them next, and they are
+      // nowhere else to be had. A mapped file's are read a window at a time and released once checked
+      // (back to the page cache; zero-copy tensors over them fault them back in when read).
+      if (file.remote()) file.prefetch(b.address(), b.size());
+      const MappedFile* local = StorageIndex::assembled(*s) || file.remote() ? nullptr : &file;
+      PageWindow w(local, window);
+      out[order[i]] = check_windowed(t, b.address(), crc, w, local);
       done += t.bytes;
       if (j == 0 && progress) progress(done, total);
     }
