@@ -359,7 +359,8 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
   // the tensors' sizes and strides.
   const unsigned thread_count = static_cast<unsigned>(
       std::min<size_t>(std::max(1u, o.threads), std::max<size_t>(1, items.size())));
-  const uint64_t window = o.window_bytes ? o.window_bytes : std::max<uint64_t>(1, window_bytes(thread_count) / 2);
+  const uint64_t window =
+      o.window_bytes ? o.window_bytes : std::max<uint64_t>(PageWindow::table_bytes(), window_bytes(thread_count) / 2);
   auto run_item = [&](const Item& it, ValueDiff& out) {
     const Plan& pl = plans[it.plan];
     const ValuePair& p = *pl.pair;

@@ -41,7 +41,8 @@ struct ValueCompareOptions {
   double atol = 0.0, rtol = 0.0;
   unsigned threads = 1;
   uint64_t piece_bytes = 8ull << 20;  // bytes of A and B per work item
-  // Bytes of each side a thread keeps mapped in (PageWindow); 0: half of window_bytes(threads).
+  // Bytes of each side a thread keeps mapped in (PageWindow); 0: half of window_bytes(threads), at least
+  // one page table's span.
   uint64_t window_bytes = 0;
   bool wide_simd = true;  // AVX2 where the CPU has it; false: the baseline SSE2 loop (tests cover both)
   // diff --ignore-dtype, as torch.testing.assert_close(check_dtype=False): a pair of two dtypes is compared
