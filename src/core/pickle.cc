@@ -160,10 +160,17 @@ class FrameCursor : public Cursor {
   std::optional<FrameDrop> dropped_;
 };
 
+// Thrown by a packing run when an opcode fetches a packed argument from the memo: unpickle runs again
+// without packing.
+struct Repack {};
+
+// The memo's mark for an argument value that packing dropped.
+Value kDropped;
+
 class Machine {
  public:
-  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file)
-      : c_(data, start, file), heap_(heap), lim_(limits) {}
+  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file, bool pack)
+      : c_(data, start, file), heap_(heap), lim_(limits), pack_(pack) {}
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
@@ -192,6 +199,10 @@ class Machine {
     if (marks_.empty()) fail("no MARK on the stack");
     size_t m = marks_.back();
     marks_.pop_back();
+    if (pack_) {
+      popped_at_ = mark_at_.back();
+      mark_at_.pop_back();
+    }
     popped_.assign(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
     stack_.resize(m);
     return popped_;
@@ -271,6 +282,7 @@ class Machine {
     return str_value(PKind::BigInt, b);
   }
   void memo_put(uint64_t key, Value* v) {
+    if (pack_ && (!marks_.empty() || last_tuple_)) memo_log_.push_back(key);
     if (key < memo_vec_.size()) {
       memo_vec_[key] = v;
       return;
@@ -286,11 +298,23 @@ class Machine {
   }
   size_t memo_count() const { return memo_vec_.size() + memo_map_.size(); }
   Value* memo_get(uint64_t key) {
-    if (key < memo_vec_.size() && memo_vec_[key] != nullptr) return memo_vec_[key];
-    auto it = memo_map_.find(key);
-    if (it == memo_map_.end()) fail(fmt::format("memo key {} was never stored", key));
-    return it->second;
+    Value* v = nullptr;
+    if (key < memo_vec_.size() && memo_vec_[key] != nullptr) {
+      v = memo_vec_[key];
+    } else {
+      auto it = memo_map_.find(key);
+      if (it == memo_map_.end()) fail(fmt::format("memo key {} was never stored", key));
+      v = it->second;
+    }
+    if (v == &kDropped) throw Repack{};
+    return v;
   }
+  Value** memo_slot(uint64_t key) {
+    if (key < memo_vec_.size()) return &memo_vec_[key];
+    auto it = memo_map_.find(key);
+    return it == memo_map_.end() ? nullptr : &it->second;
+  }
+  Value* try_pack(Value* fn, Value* args);
   // `module` and `name` must outlive the heap (pickle bytes or heap_.keep()).
   Value* global(std::string_view module, std::string_view name, bool stack) {
     Value* g = make(PKind::Global);
@@ -367,6 +391,7 @@ class Machine {
     }
   }
   void set_items(Value* target, std::span<Value* const> kv) {
+    ++mutations_;
     if (kv.size() % 2 != 0) fail("odd number of items for SETITEMS");
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would write into the import
     written(target);
@@ -379,6 +404,7 @@ class Machine {
     }
   }
   void append_items(Value* target, std::span<Value* const> vs) {
+    ++mutations_;
     if (target->kind == PKind::Global) return use(target, kUseMutated);  // Python would append to the import
     written(target);
     if (target->kind != PKind::List && target->kind != PKind::Object && target->kind != PKind::Set)
@@ -425,7 +451,198 @@ class Machine {
   Value* bools_[2] = {};
   const char* op_name_ = "";
   uint64_t frame_end_ = 0;
+
+  // Packing (PackedTensor): where each open MARK was in the heap, the memo log, the mutations and the
+  // nested loads, and the last TUPLE built from a MARK, for the REDUCE that may follow it.
+  struct MarkAt {
+    Heap::Pos pos;
+    size_t memo_log = 0;
+    uint64_t mutations = 0;
+    size_t nested = 0;
+  };
+  bool pack_ = false;
+  std::vector<MarkAt> mark_at_;
+  MarkAt popped_at_;
+  std::vector<uint64_t> memo_log_;  // memo keys put since the outermost open MARK
+  uint64_t mutations_ = 0;  // SETITEM(S), APPEND(S), ADDITEMS, BUILD run so far
+  Value* last_tuple_ = nullptr;
+  MarkAt last_tuple_at_;
+  struct PackSlot {
+    Value** slot;
+    bool keep;
+  };
+  std::vector<PackSlot> pack_slots_;
 };
+
+// Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts
+// aside), when it has exactly the form PackedTensor describes and every value made since that tuple's
+// MARK is either in it or a scalar the memo or the packed call still needs. Those scalars are copied out,
+// the heap is rewound to the MARK, and they come back after it with the packed call: the memo entries of
+// the dropped containers become kDropped, which makes a later fetch start the pickle again unpacked.
+Value* Machine::try_pack(Value* fn, Value* args) {
+  const MarkAt at = last_tuple_at_;
+  auto global_is = [&](const Value* g, std::string_view m, std::string_view n) {
+    return g->kind == PKind::Global && g->s == m && g->name() == n && !out_.globals[static_cast<size_t>(g->i)].computed;
+  };
+  auto plain = [](const Value* v, PKind k) { return v->kind == k && v->ext == nullptr; };
+  if (!global_is(fn, "torch._utils", "_rebuild_tensor_v2") || heap_.since(at.pos, fn)) return nullptr;
+  if (mutations_ != at.mutations || out_.nested_loads.size() != at.nested || !heap_.can_rewind(at.pos)) return nullptr;
+  if (!plain(args, PKind::Tuple) || args->items.size() != 6) return nullptr;
+  const Kids& a = args->items;
+  const Value* pers = a[0];
+  if (pers->kind != PKind::PersId || !pers->ext || pers->ext->callable || pers->ext->kwargs || pers->ext->state ||
+      !pers->ext->dict.empty() || !pers->items.empty() || !pers->ext->args)
+    return nullptr;
+  const Value* pid = pers->ext->args;
+  if (!plain(pid, PKind::Tuple) || pid->items.size() != 5) return nullptr;
+  Value* word = pid->items[0];
+  Value* cls = pid->items[1];
+  Value* key = pid->items[2];
+  Value* loc = pid->items[3];
+  const Value* numel = pid->items[4];
+  if (!word->is_str() || word->s != "storage" || cls->kind != PKind::Global || out_.globals[static_cast<size_t>(cls->i)].computed ||
+      !key->is_str() || !loc->is_str() || !plain(numel, PKind::Int))
+    return nullptr;
+  const Value* offset = a[1];
+  const Value* size = a[2];
+  const Value* stride = a[3];
+  const Value* grad = a[4];
+  const Value* hooks = a[5];
+  if (!plain(offset, PKind::Int) || !plain(size, PKind::Tuple) || !plain(stride, PKind::Tuple) || !plain(grad, PKind::Bool))
+    return nullptr;
+  const size_t ndim = size->items.size();
+  if (ndim != stride->items.size() || ndim > 64) return nullptr;
+  for (size_t k = 0; k < ndim; ++k)
+    if (!plain(size->items[k], PKind::Int) || !plain(stride->items[k], PKind::Int)) return nullptr;
+  Value* hooks_fn = nullptr;
+  if (hooks->kind == PKind::Object) {
+    const ObjExt* e = hooks->ext;
+    if (hooks->how != ObjHow::Reduce || !hooks->items.empty() || !e || !e->callable || !global_is(e->callable, "collections", "OrderedDict") ||
+        !e->args || !plain(e->args, PKind::Tuple) || !e->args->items.empty() || e->kwargs || e->state || !e->dict.empty() || e->packed)
+      return nullptr;
+    hooks_fn = e->callable;
+  } else if (!plain(hooks, PKind::Dict) || !hooks->items.empty()) {
+    return nullptr;
+  }
+  const Value* located[6] = {args, pid, pers, size, stride, hooks};
+  uint32_t back[6];
+  for (size_t k = 0; k < 6; ++k) {
+    if (located[k]->offset > op_at_ || op_at_ - located[k]->offset > UINT32_MAX) return nullptr;
+    back[k] = static_cast<uint32_t>(op_at_ - located[k]->offset);
+  }
+  // Values to keep: the packed call's scalars and the memo's, when made since the MARK. Each is copied out
+  // (with its ext: a Global's name) before the rewind and allocated again after it.
+  struct Kept {
+    Value* from;
+    Value v;
+    ObjExt e;
+    Value* to = nullptr;
+  };
+  Kept kept[24];
+  size_t n_kept = 0;
+  auto keep = [&](Value* v) -> bool {
+    if (!heap_.since(at.pos, v)) return true;
+    switch (v->kind) {
+      case PKind::Tuple:
+      case PKind::List:
+      case PKind::Dict:
+      case PKind::Set:
+      case PKind::FrozenSet:
+      case PKind::Object:
+      case PKind::PersId: return false;
+      default: break;
+    }
+    for (size_t k = 0; k < n_kept; ++k)
+      if (kept[k].from == v) return true;
+    if (n_kept == std::size(kept) || (v->ext && (v->ext->state || !v->ext->dict.empty()))) return false;
+    kept[n_kept].from = v;
+    kept[n_kept].v = *v;
+    if (v->ext) kept[n_kept].e = *v->ext;
+    ++n_kept;
+    return true;
+  };
+  for (Value* v : {word, cls, key, loc, hooks_fn})
+    if (v && !keep(v)) return nullptr;
+  std::vector<PackSlot>& slots = pack_slots_;
+  slots.clear();
+  for (size_t k = at.memo_log; k < memo_log_.size(); ++k) {
+    Value** slot = memo_slot(memo_log_[k]);
+    if (!slot || !*slot || !heap_.since(at.pos, *slot)) continue;
+    const bool kept_value = keep(*slot);
+    if (!kept_value && n_kept == std::size(kept)) return nullptr;
+    slots.push_back({slot, kept_value});
+  }
+  // The one-per-pickle nodes (small ints, None, bools, the empty tuple) made since the MARK: their copy
+  // when the memo keeps one, else made again when next needed.
+  struct Cache {
+    Value** at;
+    Value* was;
+  };
+  Cache caches[8];
+  size_t n_caches = 0;
+  auto cache = [&](Value*& c) {
+    if (c && heap_.since(at.pos, c)) {
+      if (n_caches == std::size(caches)) return false;
+      caches[n_caches++] = {&c, c};
+    }
+    return true;
+  };
+  bool caches_fit = cache(none_) && cache(empty_tuple_) && cache(bools_[0]) && cache(bools_[1]);
+  for (Value*& c : small_ints_) caches_fit = caches_fit && cache(c);
+  if (!caches_fit) return nullptr;
+  const int64_t numel_v = numel->i, offset_v = offset->i;
+  const bool grad_v = grad->b;
+  int64_t dims[128];
+  for (size_t k = 0; k < ndim; ++k) {
+    dims[k] = size->items[k]->i;
+    dims[ndim + k] = stride->items[k]->i;
+  }
+  const uint32_t depth = args->depth + 1;
+
+  heap_.rewind(at.pos);
+  auto moved = [&](Value* v) -> Value* {
+    for (size_t k = 0; k < n_kept; ++k)
+      if (kept[k].from == v) return kept[k].to;
+    return v;
+  };
+  for (size_t k = 0; k < n_kept; ++k) {
+    Kept& kp = kept[k];
+    kp.to = heap_.make(kp.v.kind, kp.v.offset);
+    *kp.to = kp.v;
+    if (kp.v.ext) {
+      kp.to->ext = nullptr;
+      *heap_.ext(kp.to) = kp.e;
+    }
+  }
+  for (const PackSlot& s : slots) *s.slot = s.keep ? moved(*s.slot) : &kDropped;
+  for (size_t k = 0; k < n_caches; ++k) {
+    Value* to = moved(caches[k].was);
+    *caches[k].at = to == caches[k].was ? nullptr : to;
+  }
+  memo_log_.resize(at.memo_log);
+
+  Value* o = make(PKind::Object);
+  o->how = ObjHow::Reduce;
+  o->depth = depth;
+  ObjExt* e = heap_.ext(o);
+  e->callable = fn;
+  auto* p = new (heap_.alloc(sizeof(PackedTensor) + sizeof(int64_t) * (ndim ? 2 * ndim - 1 : 0), alignof(PackedTensor))) PackedTensor();
+  p->heap = &heap_;
+  p->reduce_at = op_at_;
+  p->storage_word = moved(word);
+  p->cls = moved(cls);
+  p->key = moved(key);
+  p->location = moved(loc);
+  p->hooks_fn = hooks_fn ? moved(hooks_fn) : nullptr;
+  p->numel = numel_v;
+  p->offset = offset_v;
+  std::copy(back, back + 6, p->back);
+  p->ndim = static_cast<uint8_t>(ndim);
+  p->requires_grad = grad_v;
+  std::copy(dims, dims + 2 * ndim, p->dims);
+  e->packed = p;
+  return o;
+}
 
 Unpickled Machine::run() {
   uint64_t ops = 0;
@@ -437,6 +654,7 @@ Unpickled Machine::run() {
     }
     if (++ops > lim_.pickle_ops) fail(fmt::format("more than {} opcodes", lim_.pickle_ops));
     const uint8_t op = c_.u8();
+    if (last_tuple_ && op != 'R' && op != 'q' && op != 'r' && op != 'p' && op != 0x94) last_tuple_ = nullptr;
     op_name_ = opname(op);
     if (op_name_ == nullptr) {
       op_name_ = "opcode";
@@ -470,7 +688,9 @@ Unpickled Machine::run() {
       }
       case '(':
         if (marks_.size() >= lim_.pickle_depth) fail(fmt::format("more than {} open MARKs", lim_.pickle_depth));
+        if (pack_ && marks_.empty()) memo_log_.clear();  // no value made before this MARK can be packed
         marks_.push_back(stack_.size());
+        if (pack_) mark_at_.push_back({heap_.pos(), memo_log_.size(), mutations_, out_.nested_loads.size()});
         break;
       case '0': pop(); break;
       case '1': pop_mark(); break;
@@ -581,7 +801,13 @@ Unpickled Machine::run() {
       case ']': push(make(PKind::List)); break;
       case '}': push(make(PKind::Dict)); break;
       case 0x8f: push(make(PKind::Set)); break;
-      case 't': push(container(PKind::Tuple, pop_mark())); break;
+      case 't':
+        push(container(PKind::Tuple, pop_mark()));
+        if (pack_) {
+          last_tuple_ = stack_.back();
+          last_tuple_at_ = popped_at_;
+        }
+        break;
       case 'l': push(container(PKind::List, pop_mark())); break;
       case 0x91: push(container(PKind::FrozenSet, pop_mark())); break;
       case 'd': {
@@ -671,6 +897,12 @@ Unpickled Machine::run() {
         Value* args = pop();
         Value* fn = pop();
         call(fn, args);
+        if (Value* packed = args == last_tuple_ ? try_pack(fn, args) : nullptr) {
+          last_tuple_ = nullptr;
+          push(packed);
+          break;
+        }
+        last_tuple_ = nullptr;
         push(object(ObjHow::Reduce, fn, args));
         if (fn->kind == PKind::Global && fn->s == "torch.storage" && fn->name() == "_load_from_bytes")
           out_.nested_loads.push_back(stack_.back());
@@ -715,6 +947,7 @@ Unpickled Machine::run() {
         break;
       }
       case 'b': {
+        ++mutations_;
         Value* state = pop();
         Value* target = top();
         // On an instance: its class's __setstate__ runs with this state. On the global itself: Python
@@ -748,15 +981,61 @@ Unpickled Machine::run() {
 }  // namespace
 
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen,
-                   bool as_file, std::optional<FrameDrop>* dropped) {
-  Machine m(data, start, heap, limits, as_file);
-  try {
-    return m.run();
-  } catch (const InputError&) {
-    if (seen) *seen = m.globals();
-    if (dropped) *dropped = m.dropped();
-    throw;
+                   bool as_file, std::optional<FrameDrop>* dropped, bool pack) {
+  for (;;) {
+    Machine m(data, start, heap, limits, as_file, pack);
+    try {
+      return m.run();
+    } catch (const Repack&) {
+      pack = false;  // a packed argument was fetched again: the values made so far stay in the heap, unused
+    } catch (const InputError&) {
+      if (seen) *seen = m.globals();
+      if (dropped) *dropped = m.dropped();
+      throw;
+    }
   }
+}
+
+Value* unpack_args(ObjExt* e) {
+  const PackedTensor& p = *e->packed;
+  Heap& h = *p.heap;
+  auto at = [&](size_t k) { return p.reduce_at - p.back[k]; };
+  auto tuple = [&](uint64_t offset, std::span<Value* const> items) {
+    Value* t = h.make(PKind::Tuple, offset);
+    for (const Value* c : items) t->depth = std::max(t->depth, c->depth + 1);
+    t->items.assign(h, items);
+    return t;
+  };
+  auto int_at = [&](int64_t x, uint64_t offset) {
+    Value* v = h.make(PKind::Int, offset);
+    v->i = x;
+    return v;
+  };
+  Value* pid_items[5] = {p.storage_word, p.cls, p.key, p.location, int_at(p.numel, at(1))};
+  Value* pid = tuple(at(1), pid_items);
+  Value* pers = h.make(PKind::PersId, at(2));
+  h.ext(pers)->args = pid;
+  pers->depth = pid->depth + 1;
+  std::vector<Value*> dims(p.ndim);
+  for (size_t k = 0; k < p.ndim; ++k) dims[k] = int_at(p.sizes()[k], at(3));
+  Value* size = tuple(at(3), dims);
+  for (size_t k = 0; k < p.ndim; ++k) dims[k] = int_at(p.strides()[k], at(4));
+  Value* stride = tuple(at(4), dims);
+  Value* grad = h.make(PKind::Bool, at(0));
+  grad->b = p.requires_grad;
+  Value* hooks = nullptr;
+  if (p.hooks_fn) {
+    hooks = h.make(PKind::Object, at(5));
+    ObjExt* he = h.ext(hooks);
+    he->callable = p.hooks_fn;
+    he->args = tuple(at(5) > 0 ? at(5) - 1 : 0, {});
+    hooks->depth = 2;
+  } else {
+    hooks = h.make(PKind::Dict, at(5));
+  }
+  Value* args_items[6] = {pers, int_at(p.offset, at(2)), size, stride, grad, hooks};
+  e->args = tuple(at(0), args_items);
+  return e->args;
 }
 
 }  // namespace ckpt

@@ -48,6 +48,7 @@ enum class ObjHow : uint8_t { Reduce, NewObj, NewObjEx, Obj, Inst };
 
 class Heap;
 struct Value;
+struct PackedTensor;
 
 // A growable array of children living in a Heap (trivially destructible, so freeing a Heap of millions
 // of values is freeing a few blocks).
@@ -76,7 +77,11 @@ struct ObjExt {
   std::string_view name;  // Global: the name inside the module
   Kids dict;  // Object: SETITEM(S) pairs (OrderedDict and friends)
   Value* state = nullptr;  // BUILD argument (any kind may receive one)
+  PackedTensor* packed = nullptr;  // Object: its arguments, packed (args is null until unpacked)
 };
+
+// The argument tuple of a packed call, built into its heap (Value::args()).
+Value* unpack_args(ObjExt* ext);
 
 struct Value {
   PKind kind = PKind::None;
@@ -93,7 +98,9 @@ struct Value {
   ObjExt* ext = nullptr;  // Object / Global / PersId, or any value that received BUILD
 
   Value* callable() const { return ext ? ext->callable : nullptr; }
-  Value* args() const { return ext ? ext->args : nullptr; }
+  // The argument tuple (a packed call's is unpacked into the heap on first use: see PackedTensor).
+  Value* args() const { return ext ? ext->args ? ext->args : ext->packed ? unpack_args(ext) : nullptr : nullptr; }
+  const PackedTensor* packed() const { return ext ? ext->packed : nullptr; }
   Value* kwargs() const { return ext ? ext->kwargs : nullptr; }
   std::string_view name() const { return ext ? ext->name : std::string_view(); }
   Value* state() const { return ext ? ext->state : nullptr; }
@@ -110,6 +117,32 @@ struct Value {
   }
 };
 
+// A torch._utils._rebuild_tensor_v2 call exactly as torch.save writes one, held as its fields instead of
+// the ten-odd values of its argument tuple (unpickle's `pack`):
+//   _rebuild_tensor_v2(PersId(('storage', <storage class>, key, location, numel)), storage_offset,
+//                      (sizes...), (strides...), requires_grad, OrderedDict() or {})
+// with a string key and location, ints everywhere else, as many sizes as strides, and the hooks empty. Only
+// the call's Object value remains in the graph; Value::args() rebuilds the argument values (kinds, values,
+// the containers' offsets and depths as the pickle made them) the first time anything asks for them.
+// TorchInterpreter reads the fields directly.
+struct PackedTensor {
+  Heap* heap = nullptr;  // where args() builds the values
+  uint64_t reduce_at = 0;  // the REDUCE's offset
+  Value* storage_word = nullptr;  // the 'storage' string
+  Value* cls = nullptr;  // the storage class (a Global)
+  Value* key = nullptr;  // the storage key (a Str)
+  Value* location = nullptr;  // the location (a Str)
+  Value* hooks_fn = nullptr;  // the backward hooks: OrderedDict's Global, or null for an empty dict
+  int64_t numel = 0, offset = 0;
+  // Offsets of the argument tuple, the persistent id tuple, the PersId, the sizes, the strides and the
+  // hooks, back from the REDUCE's.
+  uint32_t back[6] = {};
+  uint8_t ndim = 0;
+  bool requires_grad = false;
+  const int64_t* sizes() const { return dims; }
+  const int64_t* strides() const { return dims + ndim; }
+  int64_t dims[1];  // sizes then strides: 2 * ndim (allocated with the struct)
+};
 // How a pickle used a global, as bits: Python's unpickler would call it (REDUCE, NEWOBJ, NEWOBJ_EX,
 // OBJ, INST), set state on an instance of it (BUILD, which calls the class's __setstate__), or change
 // the imported object itself (BUILD, APPEND(S), SETITEM(S) on the global). Without any bit it was only
@@ -169,6 +202,23 @@ class Heap {
   }
   size_t size() const { return count_; }
 
+  // A point in the allocation sequence, to give back what was allocated since (rewind), while no block
+  // was added in between.
+  struct Pos {
+    size_t blocks = 0;
+    unsigned char* cur = nullptr;
+  };
+  Pos pos() const { return {blocks_.size(), cur_}; }
+  bool since(const Pos& p, const void* v) const {
+    const auto* b = static_cast<const unsigned char*>(v);
+    return p.blocks == blocks_.size() && p.cur != nullptr && b >= p.cur && b < cur_;
+  }
+  bool can_rewind(const Pos& p) const { return p.blocks == blocks_.size() && p.cur != nullptr; }
+  void rewind(const Pos& p) {
+    left_ += static_cast<size_t>(cur_ - p.cur);
+    cur_ = p.cur;
+  }
+
  private:
   // The first block comes from malloc; later ones are mapped with their pages populated up front: one
   // system call instead of a page fault per 4 KiB touched (~10 us each in a paravirtualized VM).
@@ -221,8 +271,11 @@ std::string bigint_decimal(const Value* v);
 // `as_file` parses as Python's C unpickler reads a file object (torch.load's io.BytesIO of data.pkl)
 // rather than bytes: the two differ only when a read crosses the end of a FRAME (FrameCursor). When it
 // throws, `dropped` (if given) receives what Unpickled::dropped would have held.
+// `pack` packs torch.save's tensor rebuilds (PackedTensor): the same graph as far as anything reading it
+// through Value's accessors can tell, in a third of the memory. When a later opcode fetches a packed
+// argument back from the memo (no torch.save output does), the pickle is run again unpacked.
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen = nullptr,
-                   bool as_file = false, std::optional<FrameDrop>* dropped = nullptr);
+                   bool as_file = false, std::optional<FrameDrop>* dropped = nullptr, bool pack = false);
 
 // Maps a Python 2 global to the Python 3 one the unpickler imports (`__builtin__.xrange` ->
 // `builtins.range`, `copy_reg._reconstructor` -> `copyreg._reconstructor`).

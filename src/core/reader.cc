@@ -105,7 +105,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
     const std::string_view kept = ck.heap->keep(std::move(inflated));
     pkl = ByteView(reinterpret_cast<const uint8_t*>(kept.data()), kept.size(), pkl.origin(), 0);
   }
-  Unpickled u = unpickle(pkl, 0, *ck.heap, lim);
+  Unpickled u = unpickle(pkl, 0, *ck.heap, lim, nullptr, false, nullptr, /*pack=*/true);
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
   ck.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too

@@ -218,7 +218,7 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
 
 // A module's forward record; modules the forward did not list (state-dict rows ARCH does not name) as
 // modules that did not run.
-const ModuleForward& forward_of(const ForwardReport& f, const std::string& name) {
+const ModuleForward& forward_of(const ForwardReport& f, std::string_view name) {
   static const ModuleForward none;
   auto it = f.modules.find(name);
   return it == f.modules.end() ? none : it->second;
@@ -306,7 +306,7 @@ Table module_table(const Summary& s, const RenderOptions& o) {
     // Escaped here, before the text table measures its columns.
     const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type);
     std::vector<std::string> row{visible(r.name), type, params, count_text(r.buffers, o),
-                                 visible(join(r.dtypes, ", ")), human_bytes(r.bytes)};
+                                 visible(join(r.dtypes.names(), ", ")), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
     if (f) {
       const ModuleForward& m = forward_of(*f, r.name);

@@ -4,6 +4,7 @@
 #include "core/name_index.h"
 
 #include <algorithm>
+#include <bit>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -80,11 +81,34 @@ void add_totals(const Checkpoint& ck, const std::vector<size_t>& id_of, const st
   }
 }
 
+// Entries by view, in a flat table of (entry, hash) pairs: no node per entry.
 std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
   const SameView same{&ck.tensors};
-  std::unordered_map<size_t, size_t, SameView, SameView> first(ck.tensors.size() * 2, same, same);
-  std::vector<size_t> id_of(ck.tensors.size());
-  for (size_t k = 0; k < ck.tensors.size(); ++k) id_of[k] = first.emplace(k, k).first->second;
+  const size_t n = ck.tensors.size();
+  std::vector<size_t> id_of(n);
+  struct Slot {
+    uint32_t entry = UINT32_MAX;
+    uint32_t hash = 0;
+  };
+  const size_t size = std::bit_ceil(std::max<size_t>(16, n + n / 2 + 1));
+  const int shift = 64 - std::countr_zero(size);
+  std::vector<Slot> slots(size);
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t h = static_cast<uint64_t>(same(k)) * 0x9E3779B97F4A7C15ull;  // spread: pointer hashes are multiples of 8
+    const uint32_t h32 = static_cast<uint32_t>(h);
+    for (size_t at = h >> shift;; at = (at + 1) & (size - 1)) {
+      Slot& sl = slots[at];
+      if (sl.entry == UINT32_MAX) {
+        sl = {static_cast<uint32_t>(k), h32};
+        id_of[k] = k;
+        break;
+      }
+      if (sl.hash == h32 && same(sl.entry, k)) {
+        id_of[k] = sl.entry;
+        break;
+      }
+    }
+  }
   return id_of;
 }
 
@@ -149,7 +173,7 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   s.modules.resize(n);
   for (size_t r = 0; r < n; ++r) {
     ModuleRow& row = s.modules[pos[r]];
-    row.name = std::string(names[r]);
+    row.name = names[r];
     row.depth = names[r].empty() ? 0 : static_cast<int>(std::count(names[r].begin(), names[r].end(), '.')) + 1;
   }
   for (const Module& m : ck.modules) {
@@ -187,8 +211,7 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
     for (size_t r : rows) {
       ModuleRow& row = s.modules[r];
       ++row.tensors;
-      if (t.dtype && std::find(row.dtypes.begin(), row.dtypes.end(), t.dtype->name) == row.dtypes.end())
-        row.dtypes.emplace_back(t.dtype->name);
+      if (t.dtype) row.dtypes.add(t.dtype);
       if (t.state == TensorState::Uninitialized && !t.resolved) {
         ++row.uninitialized;
         continue;
@@ -255,9 +278,22 @@ Summary summarize(const Checkpoint& ck) {
 
   // Storages shared by several entries: tied weights (same view) and distinct views. Entries sorted by
   // storage key (then entry order): the groups come out in key order, as a sorted map would give them.
+  // Only keys with two entries or more are sorted (a state dict has mostly one entry per storage).
   std::vector<size_t> on_storage;
-  for (size_t k = 0; k < ck.tensors.size(); ++k)
-    if (!ck.tensors[k].storage.empty()) on_storage.push_back(k);
+  {
+    NameIndex first_on(ck.storages.size());
+    std::vector<uint8_t> many(ck.tensors.size(), 0);  // by the key's first entry: 1 = it has more than one
+    for (size_t k = 0; k < ck.tensors.size(); ++k) {
+      const std::string& key = ck.tensors[k].storage;
+      if (key.empty()) continue;
+      auto [first, fresh] = first_on.try_emplace(key, static_cast<uint32_t>(k));
+      if (!fresh) many[first] = 1;
+    }
+    for (size_t k = 0; k < ck.tensors.size(); ++k) {
+      const std::string& key = ck.tensors[k].storage;
+      if (!key.empty() && many[*first_on.find(key)]) on_storage.push_back(k);
+    }
+  }
   std::stable_sort(on_storage.begin(), on_storage.end(),
                    [&](size_t a, size_t b) { return ck.tensors[a].storage < ck.tensors[b].storage; });
   std::vector<size_t> idx;
@@ -278,13 +314,16 @@ Summary summarize(const Checkpoint& ck) {
   }
   // transformers' num_parameters(exclude_embeddings=True): every Embedding module's weight left out, once.
   T.parameters_without_embeddings = T.parameters;
-  NameIndex tensor_of(ck.tensors.size());
-  for (size_t k = 0; k < ck.tensors.size(); ++k) tensor_of.try_emplace(ck.tensors[k].name, static_cast<uint32_t>(k));
+  NameIndex tensor_of;  // built at the first Embedding row
   std::unordered_set<size_t> left_out;
   for (const ModuleRow& r : s.modules) {
     const std::string& type = r.type.empty() ? r.inferred_type : r.type;
     if (!layer_type_matches("Embedding", type)) continue;  // nn.Embedding or a model's own subclass name
-    const uint32_t* at = tensor_of.find(r.name.empty() ? "weight" : r.name + ".weight");
+    if (tensor_of.size() == 0) {
+      tensor_of.reserve(ck.tensors.size());
+      for (size_t k = 0; k < ck.tensors.size(); ++k) tensor_of.try_emplace(ck.tensors[k].name, static_cast<uint32_t>(k));
+    }
+    const uint32_t* at = tensor_of.find(r.name.empty() ? "weight" : std::string(r.name) + ".weight");
     if (!at) continue;
     const Tensor& w = ck.tensors[*at];
     if (w.kind != TensorKind::Parameter || (w.state == TensorState::Uninitialized && !w.resolved)) continue;

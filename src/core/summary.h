@@ -40,8 +40,35 @@ struct Totals {
   std::vector<ByDtype> by_dtype;  // in first-seen order
 };
 
+// The distinct dtypes of a row's tensors, in first-seen order: two inline, any more on the heap (a
+// million-row summary makes no allocation for them).
+class DtypeNames {
+ public:
+  void add(const DType* d) {
+    for (size_t k = 0; k < size(); ++k)
+      if ((*this)[k] == d->name) return;
+    if (n_ < 2) inline_[n_++] = d;
+    else more_.push_back(d);
+  }
+  size_t size() const { return n_ + more_.size(); }
+  bool empty() const { return n_ == 0; }
+  std::string_view operator[](size_t k) const { return k < n_ ? inline_[k]->name : more_[k - n_]->name; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (size_t k = 0; k < size(); ++k) out.emplace_back((*this)[k]);
+    return out;
+  }
+
+ private:
+  const DType* inline_[2] = {};
+  uint32_t n_ = 0;
+  std::vector<const DType*> more_;
+};
+
+// One row of the module table. Names view the checkpoint's (a module's or a prefix of a tensor's name),
+// which outlives the summary.
 struct ModuleRow {
-  std::string name;  // "" for the root
+  std::string_view name;  // "" for the root
   std::string type;  // short class name or "" when unknown
   std::string qualified_type;
   std::string inferred_type;  // state dicts: the class its tensors imply (layer_types.h), "" when unknown
@@ -52,9 +79,9 @@ struct ModuleRow {
   uint64_t bytes = 0;
   uint64_t tensors = 0;
   uint64_t uninitialized = 0;
-  std::vector<std::string> dtypes;  // distinct dtype names, in first-seen order
+  DtypeNames dtypes;
   std::optional<bool> training;
-  std::string shared_with;  // a second path to the module named here (counted once)
+  std::string_view shared_with;  // a second path to the module named here (counted once)
   const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
 };
 
@@ -83,7 +110,7 @@ struct ForwardReport {
   nlohmann::ordered_json out_sizes = "?";
   uint64_t flops = 0;
   double seconds = 0.0;
-  std::map<std::string, ModuleForward> modules;  // by path as the summary names it
+  std::map<std::string, ModuleForward, std::less<>> modules;  // by path as the summary names it
   bool per_module = true;  // false when the archive has no submodule calls left (frozen)
   std::string error_module;  // set when the forward failed: where ("" = the root's own code)
   std::string error;  // LibTorch's message

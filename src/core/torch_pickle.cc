@@ -164,10 +164,10 @@ constexpr std::string_view kUtils = "torch._utils.";
 TorchInterpreter::TorchInterpreter(Checkpoint& ck, const ByteView& pkl, const Limits& limits, StorageLocator locate)
     : ck_(ck), pkl_(pkl), lim_(limits), locate_(std::move(locate)) {}
 
-size_t TorchInterpreter::storage(const Value* pid, const Value* at) {
-  StorageId id = storage_id(pid, at);
-  auto it = storage_index_.find(id.key);
-  if (it != storage_index_.end()) return it->second;
+size_t TorchInterpreter::storage(const Value* pid, const Value* at) { return storage(storage_id(pid, at), at); }
+
+size_t TorchInterpreter::storage(StorageId id, const Value* at) {
+  if (const uint32_t* known = storage_index_.find(id.key)) return *known;
   if (id.numel > (1ull << 58)) fail(at, fmt::format("storage '{}' declares {} elements", id.key, id.numel));
   Storage s;
   s.key = id.key;
@@ -177,7 +177,7 @@ size_t TorchInterpreter::storage(const Value* pid, const Value* at) {
   s.device = id.location;
   locate_(s, at);
   ck_.storages.push_back(std::move(s));
-  storage_index_.emplace(std::move(id.key), ck_.storages.size() - 1);
+  storage_index_.try_emplace(storage_keys_.emplace_back(std::move(id.key)), static_cast<uint32_t>(ck_.storages.size() - 1));
   return ck_.storages.size() - 1;
 }
 
@@ -206,20 +206,25 @@ TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const
   if (!pid || pid->kind != PKind::Tuple || pid->items.size() < 5 || !pid->items[0]->is_str() || pid->items[0]->s != "storage")
     fail(at, "persistent id is not a ('storage', type, key, location, numel) tuple");
   const auto& it = pid->items;
+  StorageId id = storage_id(it[1], it[2], it[3], it[4]->is_int() ? std::optional<int64_t>(it[4]->i) : std::nullopt, at);
+  if (it.size() > 5 && it[5]->kind == PKind::Tuple) id.view = it[5];
+  return id;
+}
+
+TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* cls, const Value* key, const Value* location,
+                                                         std::optional<int64_t> numel, const Value* at) const {
   StorageId id;
-  const Value* cls = it[1];
   if (cls->kind != PKind::Global) fail(at, "storage type in persistent id is not a global");
   if (cls->name() == "UntypedStorage") id.dtype = dtype_uint8();
   else id.dtype = dtype_by_storage_class(cls->name());  // torch.cuda.FloatStorage: the same dtype
   if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name()));
-  if (it[2]->is_str()) id.key = it[2]->s;
-  else if (it[2]->is_int()) id.key = std::to_string(it[2]->i);
+  if (key->is_str()) id.key = key->s;
+  else if (key->is_int()) id.key = std::to_string(key->i);
   else fail(at, "storage key is neither a string nor an int");
-  if (!it[3]->is_str()) fail(at, "storage location is not a string");
-  id.location = it[3]->s;
-  if (!it[4]->is_int() || it[4]->i < 0) fail(at, "storage size is not a non-negative int");
-  id.numel = static_cast<uint64_t>(it[4]->i);
-  if (it.size() > 5 && it[5]->kind == PKind::Tuple) id.view = it[5];
+  if (!location->is_str()) fail(at, "storage location is not a string");
+  id.location = location->s;
+  if (!numel || *numel < 0) fail(at, "storage size is not a non-negative int");
+  id.numel = static_cast<uint64_t>(*numel);
   return id;
 }
 
@@ -284,39 +289,40 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   auto need = [&](size_t n) {
     if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->s, fn, name, nargs(v), n));
   };
+  auto dims = [&](std::span<const int64_t> sz, std::span<const int64_t> st) {
+    if (sz.size() != st.size()) fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.size(), st.size()));
+    uint64_t numel = 1;
+    for (size_t k = 0; k < sz.size(); ++k) {
+      if (sz[k] < 0 || st[k] < 0) fail(v, fmt::format("'{}' has a negative size or stride", name));
+      if (mul_overflows(numel, static_cast<uint64_t>(sz[k]), &numel) || numel > (1ull << 62))
+        fail(v, fmt::format("'{}' has more elements than fit in 64 bits", name));
+    }
+    t.shape.assign(sz.begin(), sz.end());
+    t.stride.assign(st.begin(), st.end());
+    t.numel = static_cast<int64_t>(numel);
+  };
   auto shape_stride = [&](const Value* size, const Value* stride) {
     Ints sz = int_list(size), st = int_list(stride);
     if (!sz.ok) fail(v, fmt::format("size of '{}' is not a tuple of ints", name));
     if (!st.ok) fail(v, fmt::format("stride of '{}' is not a tuple of ints", name));
-    if (sz.v.size() != st.v.size()) fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.v.size(), st.v.size()));
-    uint64_t numel = 1;
-    for (size_t k = 0; k < sz.v.size(); ++k) {
-      if (sz.v[k] < 0 || st.v[k] < 0) fail(v, fmt::format("'{}' has a negative size or stride", name));
-      if (mul_overflows(numel, static_cast<uint64_t>(sz.v[k]), &numel) || numel > (1ull << 62))
-        fail(v, fmt::format("'{}' has more elements than fit in 64 bits", name));
-    }
-    t.shape = std::move(sz.v);
-    t.stride = std::move(st.v);
-    t.numel = static_cast<int64_t>(numel);
+    dims(sz.v, st.v);
   };
   auto bytes_of = [&]() {
     if (!t.dtype) fail(v, fmt::format("'{}' has no dtype", name));
     t.bytes = dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel));  // numel < 2^62 checked above
   };
-  // Binds t to a storage and checks that every element lies inside it.
-  auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
-    if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
-    size_t idx = storage(pidv->args(), v);
+  // Binds t to storage `idx` at element `offset` (checked non-negative) and checks that every element
+  // lies inside it.
+  auto bind = [&](size_t idx, std::optional<int64_t> offset, const Value* pid, const DType* explicit_dtype) {
     Storage& s = ck_.storages[idx];
     s.in_model |= in_model_;
     t.storage = s.key;
     t.device = s.device;
     t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
-    if (!offset || !offset->is_int() || offset->i < 0)
-      fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
-    t.offset = offset->i;
+    if (!offset || *offset < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
+    t.offset = *offset;
     // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
-    if (const Value* pid = pidv->args(); pid && pid->kind == PKind::Tuple && pid->items.size() > 5) {
+    if (pid && pid->kind == PKind::Tuple && pid->items.size() > 5) {
       const Value* view = pid->items[5];
       if (view->kind == PKind::Tuple && view->items.size() >= 2 && view->items[1]->is_int() && view->items[1]->i >= 0)
         t.offset += view->items[1]->i;
@@ -334,6 +340,19 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
                             t.dtype->name, t.offset, s.key, s.nbytes));
     }
   };
+  auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
+    if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
+    const Value* pid = pidv->args();
+    const size_t idx = storage(pid, v);
+    bind(idx, offset && offset->is_int() ? std::optional<int64_t>(offset->i) : std::nullopt, pid, explicit_dtype);
+  };
+
+  if (const PackedTensor* p = v->packed()) {  // _rebuild_tensor_v2 as torch.save writes it: the same checks
+    dims({p->sizes(), p->ndim}, {p->strides(), p->ndim});
+    bind(storage(storage_id(p->cls, p->key, p->location, p->numel, v), v), p->offset, nullptr, nullptr);
+    t.requires_grad = p->requires_grad;
+    return t;
+  }
 
   if (c->s == "torch.nn.parameter") {  // UninitializedParameter(requires_grad) / UninitializedBuffer
     t.state = TensorState::Uninitialized;

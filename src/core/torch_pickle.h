@@ -3,6 +3,7 @@
 // ids, whole pickled nn.Modules and Lightning checkpoints, and fills a Checkpoint.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "core/checkpoint.h"
 #include "core/keys.h"  // infer_kinds
+#include "core/name_index.h"
 #include "core/zip.h"
 
 namespace ckpt {
@@ -41,6 +43,9 @@ class TorchInterpreter {
     const Value* view = nullptr;  // legacy view metadata or nullptr
   };
   StorageId storage_id(const Value* pid, const Value* at) const;
+  // The same from the tuple's fields (numel: nullopt when not an int).
+  StorageId storage_id(const Value* cls, const Value* key, const Value* location, std::optional<int64_t> numel,
+                       const Value* at) const;
 
   // A torch._utils._rebuild_* call (or lazy parameter) and what it describes.
   bool is_tensor(const Value* v) const;
@@ -51,6 +56,7 @@ class TorchInterpreter {
 
  private:
   size_t storage(const Value* pid, const Value* at);
+  size_t storage(StorageId id, const Value* at);
   bool is_module(const Value* v) const;
   void walk_module(const Value* v, const std::string& path, int depth);
   void collect(const Value* v, const std::string& path, int depth);
@@ -64,7 +70,8 @@ class TorchInterpreter {
   ByteView pkl_;
   const Limits& lim_;
   StorageLocator locate_;
-  std::unordered_map<std::string, size_t> storage_index_;  // key -> index in ck_.storages
+  NameIndex storage_index_;  // key -> index in ck_.storages
+  std::deque<std::string> storage_keys_;  // the keys storage_index_ views
   uint64_t visited_ = 0;
   bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
   // Containers and modules on the way from the root to the node being walked: a pickle may hold a
