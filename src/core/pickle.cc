@@ -27,7 +27,7 @@ std::string Value::qualified() const {
 }
 
 void* Heap::alloc(size_t bytes, size_t align) {
-  size_t pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+  size_t pad = -reinterpret_cast<uintptr_t>(cur_) & (align - 1);  // align: a power of two
   if (cur_ == nullptr || pad + bytes > left_) {
     // The first block, 64 KiB from malloc, is memory the process has touched before when it reads many
     // small files; a pickle that outgrows it gets populated blocks of 256 KiB doubling to 4 MiB.
@@ -48,7 +48,7 @@ void* Heap::alloc(size_t bytes, size_t align) {
     }
     cur_ = blocks_.back().get();
     left_ = block;
-    pad = (align - reinterpret_cast<uintptr_t>(cur_) % align) % align;
+    pad = -reinterpret_cast<uintptr_t>(cur_) & (align - 1);
   }
   void* p = cur_ + pad;
   cur_ += pad + bytes;
@@ -226,6 +226,7 @@ class Machine {
       if (!c) {
         c = make(PKind::Int);
         c->i = x;
+        made_cache(c);
       }
       return c;
     }
@@ -457,6 +458,7 @@ class Machine {
   struct MarkAt {
     Heap::Pos pos;
     size_t memo_log = 0;
+    size_t caches = 0;
     uint64_t mutations = 0;
     size_t nested = 0;
   };
@@ -464,6 +466,10 @@ class Machine {
   std::vector<MarkAt> mark_at_;
   MarkAt popped_at_;
   std::vector<uint64_t> memo_log_;  // memo keys put since the outermost open MARK
+  std::vector<Value**> cache_log_;  // the one-per-pickle nodes made since then (small ints, None, ...)
+  void made_cache(Value*& c) {
+    if (pack_ && !marks_.empty()) cache_log_.push_back(&c);
+  }
   uint64_t mutations_ = 0;  // SETITEM(S), APPEND(S), ADDITEMS, BUILD run so far
   Value* last_tuple_ = nullptr;
   MarkAt last_tuple_at_;
@@ -472,6 +478,13 @@ class Machine {
     bool keep;
   };
   std::vector<PackSlot> pack_slots_;
+  struct Kept {  // a value kept across the rewind: where it was, its copy, where it went
+    Value* from;
+    Value v;
+    ObjExt e;
+    Value* to;
+  };
+  std::vector<Kept> kept_;
 };
 
 // Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts
@@ -532,14 +545,8 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   }
   // Values to keep: the packed call's scalars and the memo's, when made since the MARK. Each is copied out
   // (with its ext: a Global's name) before the rewind and allocated again after it.
-  struct Kept {
-    Value* from;
-    Value v;
-    ObjExt e;
-    Value* to = nullptr;
-  };
-  Kept kept[24];
-  size_t n_kept = 0;
+  std::vector<Kept>& kept = kept_;
+  kept.clear();
   auto keep = [&](Value* v) -> bool {
     if (!heap_.since(at.pos, v)) return true;
     switch (v->kind) {
@@ -552,13 +559,10 @@ Value* Machine::try_pack(Value* fn, Value* args) {
       case PKind::PersId: return false;
       default: break;
     }
-    for (size_t k = 0; k < n_kept; ++k)
-      if (kept[k].from == v) return true;
-    if (n_kept == std::size(kept) || (v->ext && (v->ext->state || !v->ext->dict.empty()))) return false;
-    kept[n_kept].from = v;
-    kept[n_kept].v = *v;
-    if (v->ext) kept[n_kept].e = *v->ext;
-    ++n_kept;
+    for (const Kept& k : kept)
+      if (k.from == v) return true;
+    if (kept.size() == 32 || (v->ext && (v->ext->state || !v->ext->dict.empty()))) return false;
+    kept.push_back({v, *v, v->ext ? *v->ext : ObjExt(), nullptr});
     return true;
   };
   for (Value* v : {word, cls, key, loc, hooks_fn})
@@ -569,7 +573,7 @@ Value* Machine::try_pack(Value* fn, Value* args) {
     Value** slot = memo_slot(memo_log_[k]);
     if (!slot || !*slot || !heap_.since(at.pos, *slot)) continue;
     const bool kept_value = keep(*slot);
-    if (!kept_value && n_kept == std::size(kept)) return nullptr;
+    if (!kept_value && kept.size() == 32) return nullptr;
     slots.push_back({slot, kept_value});
   }
   // The one-per-pickle nodes (small ints, None, bools, the empty tuple) made since the MARK: their copy
@@ -587,9 +591,8 @@ Value* Machine::try_pack(Value* fn, Value* args) {
     }
     return true;
   };
-  bool caches_fit = cache(none_) && cache(empty_tuple_) && cache(bools_[0]) && cache(bools_[1]);
-  for (Value*& c : small_ints_) caches_fit = caches_fit && cache(c);
-  if (!caches_fit) return nullptr;
+  for (size_t k = at.caches; k < cache_log_.size(); ++k)
+    if (!cache(*cache_log_[k])) return nullptr;
   const int64_t numel_v = numel->i, offset_v = offset->i;
   const bool grad_v = grad->b;
   int64_t dims[128];
@@ -601,12 +604,11 @@ Value* Machine::try_pack(Value* fn, Value* args) {
 
   heap_.rewind(at.pos);
   auto moved = [&](Value* v) -> Value* {
-    for (size_t k = 0; k < n_kept; ++k)
-      if (kept[k].from == v) return kept[k].to;
+    for (const Kept& k : kept)
+      if (k.from == v) return k.to;
     return v;
   };
-  for (size_t k = 0; k < n_kept; ++k) {
-    Kept& kp = kept[k];
+  for (Kept& kp : kept) {
     kp.to = heap_.make(kp.v.kind, kp.v.offset);
     *kp.to = kp.v;
     if (kp.v.ext) {
@@ -620,6 +622,7 @@ Value* Machine::try_pack(Value* fn, Value* args) {
     *caches[k].at = to == caches[k].was ? nullptr : to;
   }
   memo_log_.resize(at.memo_log);
+  cache_log_.resize(at.caches);
 
   Value* o = make(PKind::Object);
   o->how = ObjHow::Reduce;
@@ -688,15 +691,18 @@ Unpickled Machine::run() {
       }
       case '(':
         if (marks_.size() >= lim_.pickle_depth) fail(fmt::format("more than {} open MARKs", lim_.pickle_depth));
-        if (pack_ && marks_.empty()) memo_log_.clear();  // no value made before this MARK can be packed
+        if (pack_ && marks_.empty()) {  // no value made before this MARK can be packed
+          memo_log_.clear();
+          cache_log_.clear();
+        }
         marks_.push_back(stack_.size());
-        if (pack_) mark_at_.push_back({heap_.pos(), memo_log_.size(), mutations_, out_.nested_loads.size()});
+        if (pack_) mark_at_.push_back({heap_.pos(), memo_log_.size(), cache_log_.size(), mutations_, out_.nested_loads.size()});
         break;
       case '0': pop(); break;
       case '1': pop_mark(); break;
       case '2': push(top()); break;
       case 'N':
-        if (!none_) none_ = make(PKind::None);
+        if (!none_) made_cache(none_ = make(PKind::None));
         push(none_);
         break;
       case 0x88:
@@ -705,6 +711,7 @@ Unpickled Machine::run() {
         if (!v) {
           v = make(PKind::Bool);
           v->b = op == 0x88;
+          made_cache(v);
         }
         push(v);
         break;
@@ -795,7 +802,7 @@ Unpickled Machine::run() {
       case 0x97: fail("out-of-band buffers are not supported");
       case 0x98: top(); break;  // READONLY_BUFFER: no-op on an inert value
       case ')':  // immutable: one node per pickle
-        if (!empty_tuple_) empty_tuple_ = make(PKind::Tuple);
+        if (!empty_tuple_) made_cache(empty_tuple_ = make(PKind::Tuple));
         push(empty_tuple_);
         break;
       case ']': push(make(PKind::List)); break;

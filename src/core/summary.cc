@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
+#include <future>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -117,7 +118,9 @@ std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
 // tensor's). A derived tree is built in two passes: the first names the rows and each tensor's deepest
 // one, the second adds every tensor to its row and that row's ancestors, into rows already in pre-order
 // (each created once, in place: a million-entry file has about as many rows).
-void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s) {
+// `types`: infer_layer_types(ck.tensors) when already under way (derived trees only).
+void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s,
+                     std::future<LayerTypes>& types) {
   const bool derived = ck.modules.empty();
   NameIndex row_of(derived ? ck.tensors.size() / 2 + 1 : ck.modules.size() + 1);  // name -> row, in creation order
   std::vector<std::string_view> names{std::string_view()};
@@ -241,7 +244,7 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   }
   if (derived) {
     // No module tree in the file: what each module's tensors imply (shown as inferred).
-    const LayerTypes inferred = infer_layer_types(ck.tensors);
+    const LayerTypes inferred = types.valid() ? types.get() : infer_layer_types(ck.tensors);
     if (!inferred.empty())
       for (ModuleRow& r : s.modules)
         if (const std::string* type = inferred.find(r.name); type && r.type.empty()) r.inferred_type = *type;
@@ -262,6 +265,11 @@ Summary summarize(const Checkpoint& ck) {
   s.ck = &ck;
   Totals& T = s.totals;
 
+  // The layer types a derived tree's rows show, on a second thread meanwhile: they read only the names.
+  std::future<LayerTypes> types;
+  if (ck.modules.empty() && ck.tensors.size() >= 4096)
+    types = std::async(std::launch::async, [&ck] { return infer_layer_types(ck.tensors); });
+
   // Unique tensor ids: id_of[k] is the index of the first entry viewing the same tensor as entry k.
   const std::vector<size_t> id_of = same_tensor_ids(ck);
 
@@ -274,7 +282,7 @@ Summary summarize(const Checkpoint& ck) {
     if (st.present) T.file_storage_bytes += st.nbytes;
   }
 
-  add_module_rows(ck, id_of, repeated, s);
+  add_module_rows(ck, id_of, repeated, s, types);
 
   // Storages shared by several entries: tied weights (same view) and distinct views. Entries sorted by
   // storage key (then entry order): the groups come out in key order, as a sorted map would give them.
