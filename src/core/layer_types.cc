@@ -17,14 +17,15 @@ constexpr uint32_t kNone = UINT32_MAX;
 struct Held {
   std::string_view module;
   const std::vector<Tensor>* tensors = nullptr;
-  const std::vector<uint32_t>* next_leaf = nullptr;
+  const std::vector<uint32_t>* next_leaf = nullptr;  // by tensor: the module's next tensor
   uint32_t first = kNone, last = kNone;  // its tensors
   uint32_t prev = kNone, next = kNone;  // its siblings
   const std::vector<int64_t>* get(std::string_view leaf) const {
     for (uint32_t k = first; k != kNone; k = (*next_leaf)[k]) {
       const std::string_view name = (*tensors)[k].name;
-      const size_t dot = name.rfind('.');
-      if ((dot == std::string_view::npos ? name : name.substr(dot + 1)) == leaf) return &(*tensors)[k].shape;
+      // the attribute: what follows the module's name and its dot (the whole name at the top level)
+      const size_t at = name.size() > module.size() && name[module.size()] == '.' ? module.size() + 1 : 0;
+      if (name.size() - at == leaf.size() && name.compare(at, leaf.size(), leaf) == 0) return &(*tensors)[k].shape;
     }
     return nullptr;
   }
@@ -177,10 +178,12 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
 }
 
 void LayerTypes::add(std::string_view module, std::string type) {
-  if (index_.try_emplace(module, static_cast<uint32_t>(types_.size())).second) types_.push_back(std::move(type));
+  modules_.push_back(module);
+  types_.push_back(std::move(type));
 }
 
 const std::string* LayerTypes::find(std::string_view module) const {
+  for (; indexed_ < modules_.size(); ++indexed_) index_.try_emplace(modules_[indexed_], static_cast<uint32_t>(indexed_));
   const uint32_t* at = index_.find(module);
   return at ? &types_[*at] : nullptr;
 }

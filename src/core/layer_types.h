@@ -21,15 +21,20 @@ namespace ckpt {
 // the tensors' names: the result is valid while `tensors` is.
 class LayerTypes {
  public:
-  // The inferred class of `module`, or nullptr.
+  // The inferred class of `module`, or nullptr (the first one added, for a module added twice).
   const std::string* find(std::string_view module) const;
   size_t size() const { return types_.size(); }
   bool empty() const { return types_.empty(); }
   void add(std::string_view module, std::string type);
+  // The k-th module added and its class.
+  std::string_view module(size_t k) const { return modules_[k]; }
+  const std::string& type(size_t k) const { return types_[k]; }
 
  private:
-  NameIndex index_;
+  std::vector<std::string_view> modules_;
   std::vector<std::string> types_;
+  mutable NameIndex index_;  // built by the first find()
+  mutable size_t indexed_ = 0;  // modules_[0, indexed_) are in index_
 };
 LayerTypes infer_layer_types(const std::vector<Tensor>& tensors);
 

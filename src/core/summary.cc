@@ -245,9 +245,9 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   if (derived) {
     // No module tree in the file: what each module's tensors imply (shown as inferred).
     const LayerTypes inferred = types.valid() ? types.get() : infer_layer_types(ck.tensors);
-    if (!inferred.empty())
-      for (ModuleRow& r : s.modules)
-        if (const std::string* type = inferred.find(r.name); type && r.type.empty()) r.inferred_type = *type;
+    for (size_t k = 0; k < inferred.size(); ++k)  // each module once; every one is a row
+      if (const uint32_t* row = row_of.find(inferred.module(k)); row && s.modules[pos[*row]].type.empty())
+        s.modules[pos[*row]].inferred_type = inferred.type(k);
   }
 }
 
