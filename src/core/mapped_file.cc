@@ -163,8 +163,19 @@ std::string HeaderReader::str(uint64_t off, uint64_t len) const {
   if (at_ == UINT64_MAX) return std::string(v_.str(off, len));
   (void)v_.sub(off, len, "string");  // the bounds error str() gives; nothing is read
   std::string out(len, '\0');
-  file_->copy_out(reinterpret_cast<uint8_t*>(out.data()), len, at_ + off);
+  read(reinterpret_cast<uint8_t*>(out.data()), len, off);
   return out;
+}
+
+void HeaderReader::read(uint8_t* dst, uint64_t len, uint64_t off) const {
+  const uint64_t at = at_ + off;  // within the file: the callers checked the view's bounds
+  if (len > kWindow) return file_->copy_out(dst, len, at);
+  if (window_.empty() || at < window_at_ || at - window_at_ > window_.size() || window_.size() - (at - window_at_) < len) {
+    window_.resize(static_cast<size_t>(std::min<uint64_t>(kWindow, file_->size() - at)));
+    file_->copy_out(window_.data(), window_.size(), at);
+    window_at_ = at;
+  }
+  std::memcpy(dst, window_.data() + (at - window_at_), static_cast<size_t>(len));
 }
 
 PageWindow::PageWindow(const MappedFile* file, uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 1)) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/bytes.h"
 
@@ -102,15 +103,21 @@ class HeaderReader {
   T le(uint64_t off) const {
     if (at_ == UINT64_MAX || off > v_.size() || v_.size() - off < sizeof(T)) return v_.le<T>(off);
     T x;
-    file_->copy_out(reinterpret_cast<uint8_t*>(&x), sizeof(T), at_ + off);  // host is little-endian (CMake)
+    read(reinterpret_cast<uint8_t*>(&x), sizeof(T), off);  // host is little-endian (CMake)
     return x;
   }
   std::string str(uint64_t off, uint64_t len) const;
 
  private:
+  // Copies from a window of the file read with one pread (kWindow bytes from the first byte asked for):
+  // the headers of a hundred small members cost one system call, a large member's one each.
+  static constexpr uint64_t kWindow = 16 << 10;
+  void read(uint8_t* dst, uint64_t len, uint64_t off) const;
   ByteView v_;
   const MappedFile* file_ = nullptr;
   uint64_t at_ = UINT64_MAX;  // file offset of the view's first byte; UINT64_MAX: read the view
+  mutable std::vector<uint8_t> window_;
+  mutable uint64_t window_at_ = 0;  // file offset of window_[0]
 };
 
 // A walk over a mapped file's bytes that keeps about `bytes` of them resident in this process, whatever
