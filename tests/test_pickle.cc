@@ -5,6 +5,7 @@
 
 #include "core/mapped_file.h"
 #include "core/pickle.h"
+#include "core/zip.h"
 #include "fixtures.h"
 
 using namespace ckpt;
@@ -203,4 +204,112 @@ TEST_CASE("pickle: Python 2 names map as Python 3's unpickler maps them") {
   CHECK(python3_global("copy_reg", "_reconstructor") ==
         std::pair<std::string_view, std::string_view>{"copyreg", "_reconstructor"});
   CHECK(python3_global("torch", "Tensor") == std::pair<std::string_view, std::string_view>{"torch", "Tensor"});
+}
+
+// ---- packing (PackedTensor): the same graph through Value's accessors, a third of the memory ----
+
+namespace {
+
+// Structural equality of two graphs: kinds, scalar values, string bytes, how, depths, children, and the
+// offsets of every value but the one-per-pickle nodes (small ints, bools, None, the empty tuple), whose
+// offset is where the pickle first made them.
+void same_graph(const Value* a, const Value* b, int depth = 0) {
+  REQUIRE((a == nullptr) == (b == nullptr));
+  if (!a || depth > 64) return;
+  CAPTURE(a->offset);
+  REQUIRE(a->kind == b->kind);
+  CHECK(a->depth == b->depth);
+  const bool shared = a->kind == PKind::Int || a->kind == PKind::Bool || a->kind == PKind::None ||
+                      (a->kind == PKind::Tuple && a->items.empty());
+  if (!shared) CHECK(a->offset == b->offset);
+  if (a->kind == PKind::Int) CHECK(a->i == b->i);
+  if (a->kind == PKind::Bool) CHECK(a->b == b->b);
+  if (a->kind == PKind::Str || a->kind == PKind::Bytes || a->kind == PKind::Global || a->kind == PKind::BigInt) CHECK(a->s == b->s);
+  CHECK(a->name() == b->name());
+  if (a->kind == PKind::Object) CHECK(a->how == b->how);
+  REQUIRE(a->items.size() == b->items.size());
+  for (size_t k = 0; k < a->items.size(); ++k) same_graph(a->items[k], b->items[k], depth + 1);
+  REQUIRE(a->pairs().size() == b->pairs().size());
+  if (a->kind != PKind::Dict)
+    for (size_t k = 0; k < a->pairs().size(); ++k) same_graph(a->pairs()[k], b->pairs()[k], depth + 1);
+  if (a->kind == PKind::Global) return;  // its callable / args slots are unused
+  same_graph(a->callable(), b->callable(), depth + 1);
+  same_graph(a->args(), b->args(), depth + 1);
+  same_graph(a->kwargs(), b->kwargs(), depth + 1);
+  same_graph(a->state(), b->state(), depth + 1);
+}
+
+size_t packed_count(const Value* v, int depth = 0) {
+  if (!v || depth > 64) return 0;
+  if (v->packed()) return 1;  // (its args() would unpack it)
+  size_t n = 0;
+  for (const Value* c : v->pairs()) n += packed_count(c, depth + 1);
+  if (v->kind != PKind::Dict)
+    for (const Value* c : v->items) n += packed_count(c, depth + 1);
+  if (v->kind != PKind::Global) n += packed_count(v->args(), depth + 1) + packed_count(v->state(), depth + 1);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("pickle: packed tensor rebuilds unpack to the graph the pickle made (torch.save files)") {
+  for (const std::string name : {"t26/plain_state_dict.pt", "t26/tied_weights.pt", "t26/views.pt", "t26/dtypes.pt",
+                           "t26/whole_module.pt", "t211/sd_compiled_211.pt", "load/sd_module.pt"}) {
+    CAPTURE(name);
+    const auto f = MappedFile::open((test::testdata() / name).string());
+    const ZipReader zip(f->view(), Limits{});
+    const ZipEntry* pkl = nullptr;
+    for (const ZipEntry& e : zip.entries())
+      if (e.name.size() >= 9 && e.name.substr(e.name.size() - 9) == "/data.pkl") pkl = &e;
+    REQUIRE(pkl);
+    const ByteView bytes = zip.stored(*pkl);
+    Heap plain_heap, packed_heap;
+    const Unpickled plain = unpickle(bytes, 0, plain_heap, Limits{});
+    const Unpickled packed = unpickle(bytes, 0, packed_heap, Limits{}, nullptr, false, nullptr, /*pack=*/true);
+    CHECK(packed_count(packed.root) > 0);
+    CHECK(packed_count(plain.root) == 0);
+    CHECK(packed.end == plain.end);
+    CHECK(packed.globals.size() == plain.globals.size());
+    same_graph(plain.root, packed.root);
+  }
+}
+
+TEST_CASE("pickle: a packed argument fetched again from the memo runs the pickle unpacked") {
+  // {'a': rebuild(pid('storage', FloatStorage, '0', 'cpu', 4), 0, (2, 2), (2, 1), False, OrderedDict()),
+  //  'b': rebuild(the same storage by memo, ...), 'c': <the first tensor's size tuple, by memo>}
+  // (hex escapes end where a literal ends: the pieces keep "\x00" "a" from reading as "\x00a")
+  const std::string head =
+      B("\x80\x02}q\x00(X\x01\x00\x00\x00" "aq\x01" "ctorch._utils\n_rebuild_tensor_v2\nq\x02" "((X\x07\x00\x00\x00" "storageq\x03"
+        "ctorch\nFloatStorage\nq\x04X\x01\x00\x00\x00" "0q\x05X\x03\x00\x00\x00" "cpuq\x06K\x04tq\x07QK\x00K\x02K\x02\x86q\x08"
+        "K\x02K\x01\x86q\x09\x89" "ccollections\nOrderedDict\nq\x0a)Rq\x0btq\x0cRq\x0d"
+        "X\x01\x00\x00\x00" "bq\x0eh\x02((h\x03h\x04h\x05h\x06K\x04tq\x0fQK\x00K\x02K\x02\x86q\x10K\x02K\x01\x86q\x11\x89h\x0a)Rq\x12tq\x13Rq\x14");
+  const std::string refetch = head + B("X\x01\x00\x00\x00" "ch\x08u.");
+  const std::string plain_end = head + B("u.");
+  for (const std::string* bytes : {&plain_end, &refetch}) {
+    auto f = MappedFile::from_memory(*bytes, "mem.pkl");
+    Heap plain_heap, packed_heap;
+    const Unpickled plain = unpickle(f->view(), 0, plain_heap, Limits{});
+    const Unpickled packed = unpickle(f->view(), 0, packed_heap, Limits{}, nullptr, false, nullptr, true);
+    same_graph(plain.root, packed.root);
+    const Value* a = packed.root->get("a");
+    const Value* b = packed.root->get("b");
+    REQUIRE(a);
+    REQUIRE(b);
+    if (bytes == &plain_end) {
+      // Both packed; the second one's storage key, the class and the 'storage' word came from the memo, where
+      // the first pack left copies of them.
+      CHECK(packed_count(packed.root) == 2);
+      REQUIRE(b->packed());
+      CHECK(b->packed()->key->s == "0");
+      CHECK(b->packed()->cls->name() == "FloatStorage");
+      CHECK(a->packed()->key == b->packed()->key);
+    } else {
+      CHECK(packed_count(packed.root) == 0);  // run again unpacked
+      const Value* c = packed.root->get("c");
+      REQUIRE(c);
+      CHECK(c->kind == PKind::Tuple);
+      CHECK(c->items.size() == 2);
+      CHECK(c == a->args()->items[2]);  // the same node as the tensor's sizes
+    }
+  }
 }

@@ -485,6 +485,11 @@ class Machine {
     Value* to;
   };
   std::vector<Kept> kept_;
+  struct Cache {  // a one-per-pickle node made since the MARK: where it is cached, and the node
+    Value** at;
+    Value* was;
+  };
+  std::vector<Cache> caches_;
 };
 
 // Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts
@@ -578,21 +583,10 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   }
   // The one-per-pickle nodes (small ints, None, bools, the empty tuple) made since the MARK: their copy
   // when the memo keeps one, else made again when next needed.
-  struct Cache {
-    Value** at;
-    Value* was;
-  };
-  Cache caches[8];
-  size_t n_caches = 0;
-  auto cache = [&](Value*& c) {
-    if (c && heap_.since(at.pos, c)) {
-      if (n_caches == std::size(caches)) return false;
-      caches[n_caches++] = {&c, c};
-    }
-    return true;
-  };
+  std::vector<Cache>& caches = caches_;
+  caches.clear();
   for (size_t k = at.caches; k < cache_log_.size(); ++k)
-    if (!cache(*cache_log_[k])) return nullptr;
+    if (Value*& c = *cache_log_[k]; c && heap_.since(at.pos, c)) caches.push_back({&c, c});
   const int64_t numel_v = numel->i, offset_v = offset->i;
   const bool grad_v = grad->b;
   int64_t dims[128];
@@ -617,9 +611,9 @@ Value* Machine::try_pack(Value* fn, Value* args) {
     }
   }
   for (const PackSlot& s : slots) *s.slot = s.keep ? moved(*s.slot) : &kDropped;
-  for (size_t k = 0; k < n_caches; ++k) {
-    Value* to = moved(caches[k].was);
-    *caches[k].at = to == caches[k].was ? nullptr : to;
+  for (const Cache& c : caches) {
+    Value* to = moved(c.was);
+    *c.at = to == c.was ? nullptr : to;
   }
   memo_log_.resize(at.memo_log);
   cache_log_.resize(at.caches);

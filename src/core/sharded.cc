@@ -89,44 +89,89 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   if (!fast || !std::all_of(fast->weight_map.begin(), fast->weight_map.end(), [&](const auto& e) { return beside(e.second); }))
     fast = read_index(v, text);
   std::vector<std::pair<std::string, std::string>>& where = fast->weight_map;
-  NameIndex shard_of(where.size());  // tensor -> its entry in `where`
   std::vector<std::string> shards;  // sorted by file name
   for (size_t k = 0; k < where.size(); ++k) {
     const auto& [tensor, shard] = where[k];
     if (!beside(shard)) not_beside(v, tensor, shard);
-    shard_of.try_emplace(tensor, static_cast<uint32_t>(k));
     if (k == 0 || shard != where[k - 1].second) shards.push_back(shard);
   }
+  // tensor -> its entry in `where`: built by the first reading thread before it reads (the others read
+  // meanwhile), or here when shards are read in turn.
+  NameIndex shard_of;
+  std::atomic<bool> indexed{false};
+  auto index_names = [&] {
+    struct Done {  // the readers waiting for it go on even when it fails (run_threads rethrows that first)
+      std::atomic<bool>& flag;
+      ~Done() {
+        flag = true;
+        flag.notify_all();
+      }
+    } done{indexed};
+    shard_of.reserve(where.size());
+    for (size_t k = 0; k < where.size(); ++k) shard_of.try_emplace(where[k].first, static_cast<uint32_t>(k));
+  };
   std::sort(shards.begin(), shards.end());
   shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
   if (fast->metadata) ck.sharded.index_metadata = nlohmann::ordered_json::parse(nlohmann::json::parse(*fast->metadata).dump());
 
   const std::string dir = vfs::parent(index_path);
-  std::vector<bool> held(where.size(), false);
-  // Local shards are read on up to 4 threads (each shard's parse is independent), then merged in name
-  // order, where a shard's failure is thrown at its turn: the same error as reading them one by one.
-  // Remote shards are read in turn, each when merged.
+  std::vector<uint8_t> held(where.size(), 0);  // one writer per entry: the thread reading its shard
+  // Local shards are read on up to 4 threads (each shard's parse is independent), each checked against
+  // the weight_map and its keys prefixed there, then merged in name order, where a shard's failure is
+  // thrown at its turn: the same error as reading them one by one. Remote shards are read in turn, each
+  // when merged.
   std::vector<std::optional<Checkpoint>> parts(shards.size());
   std::vector<std::exception_ptr> failed(shards.size());
+  auto prefixed = [](const std::string& shard, const std::string& key) {
+    std::string out;
+    out.reserve(shard.size() + 1 + key.size());
+    return out.append(shard).append(1, ':').append(key);
+  };
   auto read_part = [&](size_t i) {
     try {
-      const std::string p = vfs::join(dir, shards[i]);
+      const std::string& shard = shards[i];
+      const std::string p = vfs::join(dir, shard);
       // A URL that cannot be listed (https://) is not looked for: reading it says whether it is there.
       const vfs::Kind k = vfs::kind(p);
       if (k != vfs::Kind::File && k != vfs::Kind::Unknown)
-        v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shards[i]));
-      parts[i].emplace(read_weights(p, limits));
-    } catch (...) { failed[i] = std::current_exception(); }
+        v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
+      Checkpoint& part = parts[i].emplace(read_weights(p, limits));
+      indexed.wait(false);
+      for (Tensor& t : part.tensors) {
+        const uint32_t* at = shard_of.find(t.name);
+        if (!at) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
+        if (where[*at].second != shard)
+          throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
+                                          where[*at].second));
+        held[*at] = 1;
+        t.storage = prefixed(shard, t.storage);
+        t.shard = shard;
+      }
+      for (Storage& s : part.storages) {
+        s.key = prefixed(shard, s.key);
+        if (!s.source) s.source = part.file.get();  // kept alive through keep_alive in the merge
+      }
+    } catch (...) {
+      parts[i].reset();
+      failed[i] = std::current_exception();
+    }
   };
   const unsigned threads =
       vfs::is_url(index_path) ? 1 : std::min<unsigned>({4u, std::max(1u, std::thread::hardware_concurrency()), static_cast<unsigned>(shards.size())});
   if (threads > 1) {
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
-    run_threads(threads, stop, [&](unsigned) {
+    run_threads(threads, stop, [&](unsigned j) {
+      if (j == 0) index_names();
       for (size_t i = next++; i < shards.size(); i = next++) read_part(i);
     });
+  } else {
+    index_names();
   }
+  size_t total = 0;
+  for (const auto& part : parts) total += part ? part->tensors.size() : 0;
+  ck.tensors.reserve(total);
+  ck.storages.reserve(total);
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string& shard = shards[i];
     const std::string p = vfs::join(dir, shard);
@@ -137,22 +182,10 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     ck.file_size += part.file_size;
     uint64_t bytes = 0;
     for (Tensor& t : part.tensors) {
-      const uint32_t* at = shard_of.find(t.name);
-      if (!at) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
-      if (where[*at].second != shard)
-        throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
-                                        where[*at].second));
-      held[*at] = true;
       bytes += t.bytes;
-      t.storage = shard + ":" + t.storage;
-      t.shard = shard;
       ck.tensors.push_back(std::move(t));
     }
-    for (Storage& s : part.storages) {
-      s.key = shard + ":" + s.key;
-      if (!s.source) s.source = part.file.get();  // kept alive through keep_alive below
-      ck.storages.push_back(std::move(s));
-    }
+    for (Storage& s : part.storages) ck.storages.push_back(std::move(s));
     for (const FrozenConstants& f : part.frozen) ck.frozen.push_back(f);
     ck.scan_files.push_back({p, shard});
     for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
