@@ -51,7 +51,7 @@ ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& fil
   if (model) {
     // ARCH's module paths under FILE's names, as the summary rows are named
     auto rename = [&](const std::string& p) { return file_module_path(p, *model).value_or(p); };
-    std::map<std::string, ModuleForward> by_file;
+    decltype(r.modules) by_file;
     for (auto& [p, m] : r.modules) by_file.emplace(rename(p), std::move(m));
     r.modules = std::move(by_file);
     if (!r.error.empty()) r.error_module = rename(r.error_module);
