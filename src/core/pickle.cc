@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -651,8 +652,13 @@ Unpickled Machine::run() {
     }
     if (++ops > lim_.pickle_ops) fail(fmt::format("more than {} opcodes", lim_.pickle_ops));
     const uint8_t op = c_.u8();
+    static const std::array<const char*, 256> kNames = [] {
+      std::array<const char*, 256> t{};
+      for (size_t k = 0; k < t.size(); ++k) t[k] = opname(static_cast<uint8_t>(k));
+      return t;
+    }();
     if (last_tuple_ && op != 'R' && op != 'q' && op != 'r' && op != 'p' && op != 0x94) last_tuple_ = nullptr;
-    op_name_ = opname(op);
+    op_name_ = kNames[op];
     if (op_name_ == nullptr) {
       op_name_ = "opcode";
       fail(fmt::format("unknown opcode 0x{:02x}", op));

@@ -213,15 +213,17 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
   // two names are equal (ASCII case aside), miniz's binary search can only land on the one record of a
   // name, so the table answers as miniz does. Repeats are rare (a hand-made or appended archive): only
   // then are the records heap-sorted as miniz sorts them, for find() to search them as miniz does.
-  slots_.assign(std::max<size_t>(size_t{16}, std::bit_ceil(entries_.size() * 2)), UINT32_MAX);
+  slots_.assign(std::max<size_t>(size_t{16}, std::bit_ceil(entries_.size() * 2)), UINT64_MAX);
   const size_t mask = slots_.size() - 1;
   for (size_t i = 0; i < entries_.size() && !repeats_; ++i) {
-    for (size_t at = folded_hash(entries_[i].name) & mask;; at = (at + 1) & mask) {
-      if (slots_[at] == UINT32_MAX) {
-        slots_[at] = static_cast<uint32_t>(i);
+    const uint64_t h = folded_hash(entries_[i].name);
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const uint64_t s = slots_[at];
+      if (s == UINT64_MAX) {
+        slots_[at] = i | (h >> 32 << 32);
         break;
       }
-      if (name_compare(entries_[slots_[at]].name, entries_[i].name) == 0) {
+      if ((s >> 32) == (h >> 32) && name_compare(entries_[static_cast<uint32_t>(s)].name, entries_[i].name) == 0) {
         repeats_ = true;
         break;
       }
@@ -239,8 +241,13 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
 const ZipEntry* ZipReader::find(std::string_view name) const {
   if (!repeats_) {
     const size_t mask = slots_.size() - 1;
-    for (size_t at = folded_hash(name) & mask; slots_[at] != UINT32_MAX; at = (at + 1) & mask)
-      if (name_compare(entries_[slots_[at]].name, name) == 0) return &entries_[slots_[at]];
+    const uint64_t h = folded_hash(name);
+    for (size_t at = h & mask; slots_[at] != UINT64_MAX; at = (at + 1) & mask) {
+      const uint64_t s = slots_[at];
+      if ((s >> 32) != (h >> 32)) continue;
+      const ZipEntry& e = entries_[static_cast<uint32_t>(s)];
+      if (e.name == name || name_compare(e.name, name) == 0) return &e;
+    }
     return nullptr;
   }
   int64_t lo = 0, hi = static_cast<int64_t>(sorted_.size()) - 1;

@@ -68,7 +68,7 @@ class ZipReader {
  private:
   ByteView file_;
   std::vector<ZipEntry> entries_;
-  std::vector<uint32_t> slots_;  // no repeats: open-addressed hash table of indices into entries_
+  std::vector<uint64_t> slots_;  // no repeats: open-addressed hash table: index into entries_ | the hash's top 32 bits << 32
   std::vector<uint32_t> sorted_;  // repeats: indices into entries_, in miniz's heap-sorted order
   bool repeats_ = false;
 };
