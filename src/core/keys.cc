@@ -3,6 +3,7 @@
 #include "core/name_index.h"
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <map>
 #include <set>
@@ -103,7 +104,8 @@ bool buffer_name(std::string_view leaf) {
 // orthogonal's parametrizations.<w>.<k>.base, and every tensor of a torch.ao.quantization observer or
 // fake-quantizer (activation_post_process*, weight_fake_quant: scale, zero_point, min_val, eps, ...);
 // torch.nn.utils.prune's <w>_mask beside <w>_orig.
-bool positional_buffer(std::string_view name, const NameIndex& names) {
+// `names`: every tensor name, built at the first name that needs it (a <w>_u / _v / _mask leaf).
+bool positional_buffer(std::string_view name, const std::function<const NameIndex&()>& names) {
   thread_local std::vector<std::string_view> seg;  // one buffer for every name, not one per name
   seg.clear();
   for (size_t start = 0;;) {
@@ -124,15 +126,23 @@ bool positional_buffer(std::string_view name, const NameIndex& names) {
   // beside <w>_orig: spectral_norm's <w>_u / <w>_v, torch.nn.utils.prune's <w>_mask
   for (std::string_view suffix : {std::string_view("_u"), std::string_view("_v"), std::string_view("_mask")})
     if (leaf.size() > suffix.size() && leaf.substr(leaf.size() - suffix.size()) == suffix)
-      return names.contains(std::string(name.substr(0, name.size() - suffix.size())) + "_orig");
+      return names().contains(std::string(name.substr(0, name.size() - suffix.size())) + "_orig");
   return false;
 }
 
 }  // namespace
 
 void infer_kinds(std::vector<Tensor>& tensors) {
-  NameIndex names(tensors.size());
-  for (size_t k = 0; k < tensors.size(); ++k) names.try_emplace(tensors[k].name, static_cast<uint32_t>(k));
+  NameIndex index;
+  bool built = false;
+  const std::function<const NameIndex&()> names = [&]() -> const NameIndex& {
+    if (!built) {
+      index.reserve(tensors.size());
+      for (size_t k = 0; k < tensors.size(); ++k) index.try_emplace(tensors[k].name, static_cast<uint32_t>(k));
+      built = true;
+    }
+    return index;
+  };
   for (Tensor& t : tensors) {
     if (!t.kind_inferred) continue;
     std::string_view leaf = t.name;

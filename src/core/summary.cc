@@ -138,17 +138,31 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   std::vector<size_t> leaf;  // derived: each tensor's deepest row
   if (derived) {
     leaf.resize(ck.tensors.size());
-    std::string_view last_parent;
+    std::string_view last_parent, last_name;
     size_t last_leaf = 0;
+    // The rows of the previous name's prefixes: (where the prefix ends, its row). A name that shares the
+    // first segments with the previous one (model.layers.3.mlp.experts.7.w1 after ...experts.7.w3) looks up
+    // only the prefixes after them.
+    std::vector<std::pair<size_t, size_t>> chain;
     for (size_t k = 0; k < ck.tensors.size(); ++k) {
       const std::string_view name = ck.tensors[k].name;
       const auto last_dot = name.rfind('.');
       const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
       if (k == 0 || parent != last_parent) {  // consecutive entries of one module share its row
-        last_leaf = 0;
-        for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1))
+        const size_t common = static_cast<size_t>(
+            std::mismatch(name.begin(), name.begin() + static_cast<std::ptrdiff_t>(std::min(name.size(), last_name.size())),
+                          last_name.begin())
+                .first -
+            name.begin());
+        while (!chain.empty() && chain.back().first >= common) chain.pop_back();  // a dot before `common` is in both
+        last_leaf = chain.empty() ? 0 : chain.back().second;
+        for (size_t dot = name.find('.', chain.empty() ? 0 : chain.back().first + 1); dot != std::string_view::npos;
+             dot = name.find('.', dot + 1)) {
           last_leaf = add_row(name.substr(0, dot), last_leaf);
+          chain.emplace_back(dot, last_leaf);
+        }
         last_parent = parent;
+        last_name = name;
       }
       leaf[k] = last_leaf;
     }

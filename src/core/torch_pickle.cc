@@ -613,10 +613,15 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
       ck_.storages.reserve(std::min<size_t>(ck_.storages.size() + n, lim_.tensors));
       storage_index_.reserve(ck_.storages.capacity());
     }
+    std::string child;  // join_path(path, key), in one buffer for every key
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
-      std::string key = p[k]->is_str() ? std::string(p[k]->s) : p[k]->is_int() ? std::to_string(p[k]->i) : std::string();
-      if (key.empty() && !p[k]->is_str()) continue;
-      collect(p[k + 1], join_path(path, key), depth + 1);
+      const Value* key = p[k];
+      if (!key->is_str() && !key->is_int()) continue;
+      child.assign(path);
+      if (!path.empty()) child += '.';
+      if (key->is_str()) child += key->s;
+      else child += std::to_string(key->i);
+      collect(p[k + 1], child, depth + 1);
     }
     return;
   }
