@@ -111,9 +111,16 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   ck.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too
   ck.globals_main = ck.globals.size();
 
-  TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));
-  interp.interpret(u.root);
+  {
+    TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));
+    interp.interpret(u.root);
+  }
   if (ck.format == Format::TorchZip && ck.content == Content::Lightning) ck.format = Format::Lightning;
+  // Nothing reads the pickle's values from here on (Tensor::identity is only compared, never followed): the
+  // heap goes, and data.pkl's pages leave this process's memory (the page cache keeps them; the security
+  // scan reuses the globals recorded above, or maps them in again).
+  ck.heap.reset();
+  if (pkl_entry->method == 0 && in.file->mapped() && !in.file->remote()) in.file->release(pkl.data(), pkl.size());
 }
 
 // ---------------------------------------------------------------------------------------------------
