@@ -11,10 +11,47 @@ namespace ckpt {
 
 std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
+namespace {
+
+// A storage key in canonical decimal ("0", "17": torch.save's keys), or nullopt.
+std::optional<uint64_t> decimal_key(std::string_view key) {
+  if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  uint64_t n = 0;
+  for (const char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
 StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl) {
-  return [&zip, dir = std::move(dir), pkl, member = std::string()](Storage& s, const Value* at) mutable {
-    member.assign(dir).append(s.key);
-    const ZipEntry* e = zip.find(member);
+  // torch.save names storages 0, 1, 2, ...: the records named exactly <dir><number> are found by their
+  // number (built at the first lookup). Any other key, a number without such a record, or an archive
+  // with repeated names goes through find(), which answers as torch's miniz does.
+  return [&zip, dir = std::move(dir), pkl, member = std::string(), by_number = std::vector<uint32_t>(),
+          numbered = false](Storage& s, const Value* at) mutable {
+    if (!numbered) {
+      numbered = true;
+      if (!zip.repeats()) {
+        for (size_t i = 0; i < zip.entries().size(); ++i) {
+          const std::string_view name = zip.entries()[i].name;
+          if (name.size() <= dir.size() || name.compare(0, dir.size(), dir) != 0) continue;
+          const auto n = decimal_key(name.substr(dir.size()));
+          if (!n || *n >= zip.entries().size()) continue;
+          if (by_number.size() <= *n) by_number.resize(*n + 1, UINT32_MAX);
+          by_number[*n] = static_cast<uint32_t>(i);
+        }
+      }
+    }
+    const ZipEntry* e = nullptr;
+    if (const auto n = decimal_key(s.key); n && *n < by_number.size() && by_number[*n] != UINT32_MAX) {
+      e = &zip.entries()[by_number[*n]];
+    } else {
+      member.assign(dir).append(s.key);
+      e = zip.find(member);
+    }
     if (!e) pkl.fail(at->offset, fmt::format("storage '{}' has no zip entry {}", s.key, member));
     s.member = e->name;
     s.local_header = e->local_header_offset;

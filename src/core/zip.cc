@@ -199,8 +199,12 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
   std::vector<const ZipEntry*> by_offset;
   by_offset.reserve(entries_.size());
   for (const ZipEntry& e : entries_) by_offset.push_back(&e);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const ZipEntry* a, const ZipEntry* b) { return a->local_header_offset < b->local_header_offset; });
+  // (as written: in strictly increasing order, which a writer's directory already is)
+  if (std::adjacent_find(by_offset.begin(), by_offset.end(), [](const ZipEntry* a, const ZipEntry* b) {
+        return a->local_header_offset >= b->local_header_offset;
+      }) != by_offset.end())
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const ZipEntry* a, const ZipEntry* b) { return a->local_header_offset < b->local_header_offset; });
   for (size_t k = 1; k < by_offset.size(); ++k) {
     const ZipEntry& a = *by_offset[k - 1];
     const ZipEntry& b = *by_offset[k];
