@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -78,6 +79,47 @@ class NameIndex {
   }
   std::vector<Slot> slots_;
   size_t used_ = 0;
+};
+
+// A name in canonical decimal ("0", "17", no sign or leading zero, at most 9 digits), or nullopt.
+inline std::optional<uint32_t> decimal_name(std::string_view name) {
+  if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
+  uint32_t n = 0;
+  for (const char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return n;
+}
+
+// A NameIndex for storage keys: torch.save's keys (0, 1, 2, ...) by number in a vector while the numbers
+// stay near the count of keys (no hashing), any other key (or a sparse number) in the NameIndex.
+class KeyIndex {
+ public:
+  std::pair<uint32_t, bool> try_emplace(std::string_view key, uint32_t pos) {
+    if (const uint32_t* at = find(key)) return {*at, false};
+    const std::optional<uint32_t> n = decimal_name(key);
+    if (n && *n <= 2 * size_ + 1024) {
+      if (by_number_.size() <= *n) by_number_.resize(std::max<size_t>(*n + 1, by_number_.size() * 2), kNone);
+      by_number_[*n] = pos;
+    } else {
+      names_.try_emplace(key, pos);
+    }
+    ++size_;
+    return {pos, true};
+  }
+  const uint32_t* find(std::string_view key) const {
+    if (const std::optional<uint32_t> n = decimal_name(key); n && *n < by_number_.size() && by_number_[*n] != kNone)
+      return &by_number_[*n];
+    return names_.find(key);
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> by_number_;
+  NameIndex names_;  // views: the keys' bytes must outlive the index
+  size_t size_ = 0;
 };
 
 }  // namespace ckpt

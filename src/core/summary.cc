@@ -304,7 +304,7 @@ Summary summarize(const Checkpoint& ck) {
   // Only keys with two entries or more are sorted (a state dict has mostly one entry per storage).
   std::vector<size_t> on_storage;
   {
-    NameIndex first_on(ck.storages.size());
+    KeyIndex first_on;  // key -> its first entry
     std::vector<uint8_t> many(ck.tensors.size(), 0);  // by the key's first entry: 1 = it has more than one
     for (size_t k = 0; k < ck.tensors.size(); ++k) {
       const std::string& key = ck.tensors[k].storage;

@@ -11,21 +11,6 @@ namespace ckpt {
 
 std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
-namespace {
-
-// A storage key in canonical decimal ("0", "17": torch.save's keys), or nullopt.
-std::optional<uint64_t> decimal_key(std::string_view key) {
-  if (key.empty() || key.size() > 9 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
-  uint64_t n = 0;
-  for (const char c : key) {
-    if (c < '0' || c > '9') return std::nullopt;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return n;
-}
-
-}  // namespace
-
 StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl) {
   // torch.save names storages 0, 1, 2, ...: the records named exactly <dir><number> are found by their
   // number (built at the first lookup). Any other key, a number without such a record, or an archive
@@ -38,7 +23,7 @@ StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const 
         for (size_t i = 0; i < zip.entries().size(); ++i) {
           const std::string_view name = zip.entries()[i].name;
           if (name.size() <= dir.size() || name.compare(0, dir.size(), dir) != 0) continue;
-          const auto n = decimal_key(name.substr(dir.size()));
+          const auto n = decimal_name(name.substr(dir.size()));
           if (!n || *n >= zip.entries().size()) continue;
           if (by_number.size() <= *n) by_number.resize(*n + 1, UINT32_MAX);
           by_number[*n] = static_cast<uint32_t>(i);
@@ -46,7 +31,7 @@ StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const 
       }
     }
     const ZipEntry* e = nullptr;
-    if (const auto n = decimal_key(s.key); n && *n < by_number.size() && by_number[*n] != UINT32_MAX) {
+    if (const auto n = decimal_name(s.key); n && *n < by_number.size() && by_number[*n] != UINT32_MAX) {
       e = &zip.entries()[by_number[*n]];
     } else {
       member.assign(dir).append(s.key);
@@ -214,8 +199,9 @@ size_t TorchInterpreter::storage(StorageId id, const Value* at) {
   s.device = id.location;
   locate_(s, at);
   ck_.storages.push_back(std::move(s));
-  storage_index_.try_emplace(storage_keys_.emplace_back(std::move(id.key)), static_cast<uint32_t>(ck_.storages.size() - 1));
-  return ck_.storages.size() - 1;
+  const auto index = static_cast<uint32_t>(ck_.storages.size() - 1);
+  storage_index_.try_emplace(storage_keys_.emplace_back(std::move(id.key)), index);
+  return index;
 }
 
 void TorchInterpreter::fail(const Value* at, const std::string& msg) const { pkl_.fail(at ? at->offset : 0, msg); }
@@ -648,7 +634,6 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
     if (const size_t n = p.size() / 2; n > 1024 && ck_.tensors.capacity() - ck_.tensors.size() < n) {
       ck_.tensors.reserve(std::min<size_t>(ck_.tensors.size() + n, lim_.tensors));
       ck_.storages.reserve(std::min<size_t>(ck_.storages.size() + n, lim_.tensors));
-      storage_index_.reserve(ck_.storages.capacity());
     }
     std::string child;  // join_path(path, key), in one buffer for every key
     for (size_t k = 0; k + 1 < p.size(); k += 2) {

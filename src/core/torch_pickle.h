@@ -70,7 +70,7 @@ class TorchInterpreter {
   ByteView pkl_;
   const Limits& lim_;
   StorageLocator locate_;
-  NameIndex storage_index_;  // key -> index in ck_.storages
+  KeyIndex storage_index_;  // key -> index in ck_.storages
   std::deque<std::string> storage_keys_;  // the keys storage_index_ views
   uint64_t visited_ = 0;
   bool in_model_ = true;  // storages resolved now belong to the model (not optimizer state)
