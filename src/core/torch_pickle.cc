@@ -12,27 +12,21 @@ namespace ckpt {
 std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
 StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl) {
-  // torch.save names storages 0, 1, 2, ...: the records named exactly <dir><number> are found by their
-  // number (built at the first lookup). Any other key, a number without such a record, or an archive
-  // with repeated names goes through find(), which answers as torch's miniz does.
-  return [&zip, dir = std::move(dir), pkl, member = std::string(), by_number = std::vector<uint32_t>(),
-          numbered = false](Storage& s, const Value* at) mutable {
-    if (!numbered) {
-      numbered = true;
-      if (!zip.repeats()) {
-        for (size_t i = 0; i < zip.entries().size(); ++i) {
-          const std::string_view name = zip.entries()[i].name;
-          if (name.size() <= dir.size() || name.compare(0, dir.size(), dir) != 0) continue;
-          const auto n = decimal_name(name.substr(dir.size()));
-          if (!n || *n >= zip.entries().size()) continue;
-          if (by_number.size() <= *n) by_number.resize(*n + 1, UINT32_MAX);
-          by_number[*n] = static_cast<uint32_t>(i);
-        }
-      }
+  // The records named exactly <dir><key> are indexed by key at the first lookup (torch.save's 0, 1, 2, ...
+  // by number: KeyIndex). Any other key, or an archive with repeated names, goes through find(), which
+  // answers as torch's miniz does (with no repeats, an exact name is the one record find() would give).
+  return [&zip, dir = std::move(dir), pkl, member = std::string(), by_key = KeyIndex(), indexed = false](
+             Storage& s, const Value* at) mutable {
+    if (!indexed) {
+      indexed = true;
+      if (!zip.repeats())
+        for (size_t i = 0; i < zip.entries().size(); ++i)
+          if (const std::string_view name = zip.entries()[i].name; name.size() > dir.size() && name.compare(0, dir.size(), dir) == 0)
+            by_key.try_emplace(name.substr(dir.size()), static_cast<uint32_t>(i));
     }
     const ZipEntry* e = nullptr;
-    if (const auto n = decimal_name(s.key); n && *n < by_number.size() && by_number[*n] != UINT32_MAX) {
-      e = &zip.entries()[by_number[*n]];
+    if (const uint32_t* i = by_key.find(s.key)) {
+      e = &zip.entries()[*i];
     } else {
       member.assign(dir).append(s.key);
       e = zip.find(member);
