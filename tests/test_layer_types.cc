@@ -30,7 +30,7 @@ TEST_CASE("layer types: inferred from TorchScript fixtures' tensors equal their 
       for (const Module& m : ck.modules) {
         if (m.type.empty() || m.name.empty()) continue;
         ++modules;
-        const std::string* type = types.find(m.name);
+        const std::string_view* type = types.find(m.name);
         if (!type) continue;
         ++inferred;
         CAPTURE(e.path().string());
@@ -67,7 +67,7 @@ TEST_CASE("layer types: what the tensors say, and what they leave open") {
       t("odd.weight", {7, 5}),             t("odd.bias", {3}),  // a bias that fits neither way: open
   };
   const auto types = infer_layer_types(sd);
-  auto type = [&](const char* m) { return types.find(m) ? *types.find(m) : std::string("?"); };
+  auto type = [&](const char* m) { return types.find(m) ? std::string(*types.find(m)) : std::string("?"); };
   CHECK(type("conv") == "Conv2d");
   CHECK(type("up") == "ConvTranspose2d");
   CHECK(type("sq") == "?");

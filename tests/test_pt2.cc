@@ -138,7 +138,7 @@ TEST_CASE("pt2: every fixture equals torch's truth") {
             // wrapper subclass such as TwoTensor, pickled, has no storage of its own)
             const std::string type = t["tensor_type"].get<std::string>();
             if (type != "torch.Tensor" && type != "torch.nn.parameter.Parameter") {
-              CHECK(!g.subclass.empty());
+              CHECK(!g.x->subclass.empty());
               continue;
             }
             const Storage* s = index.find(g.storage);

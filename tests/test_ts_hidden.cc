@@ -60,10 +60,10 @@ TEST_CASE("ts hidden: every tensor, its kind and quantization equal torch's") {
       CHECK(t.numel == et["numel"].get<int64_t>());
       CHECK(t.bytes == et["bytes"].get<uint64_t>());
       CHECK(t.layout_text() == et["layout"].get<std::string>());
-      if (et.contains("qscheme")) CHECK(t.qscheme == et["qscheme"].get<std::string>());
+      if (et.contains("qscheme")) CHECK(t.x->qscheme == et["qscheme"].get<std::string>());
       if (et.contains("q_scale")) {
-        CHECK(t.q_scale == et["q_scale"].get<double>());
-        CHECK(t.q_zero_point == et["q_zero_point"].get<int64_t>());
+        CHECK(t.x->q_scale == et["q_scale"].get<double>());
+        CHECK(t.x->q_zero_point == et["q_zero_point"].get<int64_t>());
         bool listed = false;
         for (const auto& jt : a["tensors"])
           if (jt["name"] == name) {

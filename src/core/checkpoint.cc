@@ -107,7 +107,7 @@ Layout layout_from_name(std::string_view name) {
   return Layout::Other;
 }
 
-std::string Tensor::layout_text() const { return layout == Layout::Other ? layout_name : to_string(layout); }
+std::string Tensor::layout_text() const { return layout == Layout::Other ? x->layout_name : to_string(layout); }
 
 void TrainingInfo::claim(const std::string& key) {
   if (key == "callbacks") callbacks.reset();

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dims.h"
 #include "core/dtype.h"
 #include "core/hf_config.h"
 #include "core/mapped_file.h"
@@ -56,16 +57,31 @@ enum class Layout : uint8_t {
   Other
 };
 
+// What few entries have: a layout named only by the file, quantization, a subclass (Tensor::x).
+struct TensorExtra {
+  std::string layout_name;  // Layout::Other: the layout as the file names it
+  std::string qscheme;  // quantized: per_tensor_affine, ...
+  double q_scale = 0.0;  // quantized per_tensor_affine: scale and zero point
+  int64_t q_zero_point = 0;
+  std::string subclass;  // tensor subclass / unusual rebuild function, if any
+};
+
+// One entry. Lean (a million-entry file holds a million of these): sizes and strides inline up to four
+// dimensions, the rare fields boxed.
 struct Tensor {
   std::string name;  // dotted path ("encoder.0.weight")
   const DType* dtype = nullptr;  // nullptr only for uninitialized entries saved without a dtype
-  std::vector<int64_t> shape;  // empty for 0-dim; unset for uninitialized
-  std::vector<int64_t> stride;
+  Dims shape;  // empty for 0-dim; unset for uninitialized
+  Dims stride;
   int64_t numel = 0;
   int64_t offset = 0;  // storage offset in elements
   uint64_t bytes = 0;  // numel * itemsize (sparse: stored component bytes)
   std::string storage;  // storage key ("0"), "" for none
   std::string device = "cpu";  // saved location: "cpu", "cuda:0", "meta"
+  const Value* identity = nullptr;  // the pickle node (same node = same Python object)
+  Boxed<TensorExtra> x;  // read as x->qscheme, written as x.mut().qscheme
+  // Sharded checkpoints: 1 + the index in Checkpoint::sharded.shards of the shard holding it (0: none).
+  uint32_t shard = 0;
   bool requires_grad = false;
   bool is_parameter_object = false;  // saved as torch.nn.Parameter (kind is then exact)
   TensorState state = TensorState::Materialized;
@@ -73,13 +89,6 @@ struct Tensor {
   TensorKind kind = TensorKind::Parameter;
   bool kind_inferred = true;  // true when kind was guessed from the name / dtype
   Layout layout = Layout::Strided;
-  std::string layout_name;  // Layout::Other: the layout as the file names it
-  std::string qscheme;  // quantized: per_tensor_affine, ...
-  double q_scale = 0.0;  // quantized per_tensor_affine: scale and zero point
-  int64_t q_zero_point = 0;
-  std::string subclass;  // tensor subclass / unusual rebuild function, if any
-  const Value* identity = nullptr;  // the pickle node (same node = same Python object)
-  std::string shard;  // sharded checkpoints: the shard file holding it
   std::string layout_text() const;  // as JSON and messages name it ("strided", "sparse_coo", ...)
 };
 
@@ -103,8 +112,11 @@ struct Storage {
   const MappedFile* source = nullptr;  // the file holding the bytes when not the checkpoint's own (shards)
   bool present = false;  // the bytes are in the file
   bool in_model = false;  // referenced by the model (not only by optimizer state)
-  std::vector<Chunk> chunks;  // DCP: the bytes are assembled from these (contiguous, of `shape`)
-  std::vector<int64_t> shape;  // DCP: the whole tensor's size
+  struct Pieces {  // DCP: the bytes are assembled from these (contiguous, of `shape`)
+    std::vector<Chunk> chunks;
+    std::vector<int64_t> shape;  // the whole tensor's size
+  };
+  Boxed<Pieces> dcp;  // read as dcp->chunks, written as dcp.mut().chunks
 };
 
 struct Module {

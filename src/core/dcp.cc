@@ -154,8 +154,8 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
     s.nbytes = t.bytes;
     s.device = "cpu";
     s.present = all_found && !pieces.empty();
-    s.chunks = std::move(pieces);
-    s.shape = t.shape;
+    s.dcp.mut().chunks = std::move(pieces);
+    s.dcp.mut().shape = t.shape;
     s.in_model = true;
     ck.storages.push_back(std::move(s));
     ck.tensors.push_back(std::move(t));

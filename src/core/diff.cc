@@ -151,7 +151,7 @@ std::vector<Tensor> state_tensors(const Checkpoint& ck) {
   std::vector<Tensor> out;
   if (ck.content != Content::Lightning && ck.content != Content::Checkpoint) return out;
   for (const Storage& s : ck.storages) {
-    if (s.in_model || !s.present || !s.dtype || !s.chunks.empty()) continue;
+    if (s.in_model || !s.present || !s.dtype || !s.dcp->chunks.empty()) continue;
     Tensor t;
     t.name = "storage " + s.key;
     t.dtype = s.dtype;

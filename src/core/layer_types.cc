@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 #include <string_view>
 
 namespace ckpt {
@@ -20,7 +23,7 @@ struct Held {
   const std::vector<uint32_t>* next_leaf = nullptr;  // by tensor: the module's next tensor
   uint32_t first = kNone, last = kNone;  // its tensors
   uint32_t prev = kNone, next = kNone;  // its siblings
-  const std::vector<int64_t>* get(std::string_view leaf) const {
+  const Dims* get(std::string_view leaf) const {
     for (uint32_t k = first; k != kNone; k = (*next_leaf)[k]) {
       const std::string_view name = (*tensors)[k].name;
       // the attribute: what follows the module's name and its dot (the whole name at the top level)
@@ -177,18 +180,32 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
   return out;
 }
 
-void LayerTypes::add(std::string_view module, std::string type) {
+void LayerTypes::add(std::string_view module, std::string_view type) {
+  // The names of classes are few: each is kept once for the process, and rows view it (summary.h).
+  static std::mutex lock;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view x) const { return std::hash<std::string_view>()(x); }
+  };
+  static std::unordered_set<std::string, Hash, std::equal_to<>> names;
+  std::string_view kept;
+  {
+    std::lock_guard<std::mutex> g(lock);
+    auto it = names.find(type);
+    if (it == names.end()) it = names.emplace(type).first;
+    kept = *it;
+  }
   modules_.push_back(module);
-  types_.push_back(std::move(type));
+  types_.push_back(kept);
 }
 
-const std::string* LayerTypes::find(std::string_view module) const {
+const std::string_view* LayerTypes::find(std::string_view module) const {
   for (; indexed_ < modules_.size(); ++indexed_) index_.try_emplace(modules_[indexed_], static_cast<uint32_t>(indexed_));
   const uint32_t* at = index_.find(module);
   return at ? &types_[*at] : nullptr;
 }
 
-bool layer_type_matches(const std::string& inferred, const std::string& known) {
+bool layer_type_matches(std::string_view inferred, std::string_view known) {
   if (inferred == known) return true;
   return known.size() > inferred.size() && known.compare(known.size() - inferred.size(), inferred.size(), inferred) == 0;
 }

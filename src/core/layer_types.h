@@ -18,21 +18,21 @@ namespace ckpt {
 
 // Module name ("features.0", "" for the root) -> inferred class name, for the modules the tensors
 // imply (every dotted prefix of a tensor's name); modules with no inference are absent. The names view
-// the tensors' names: the result is valid while `tensors` is.
+// the tensors' names: the result is valid while `tensors` is. The types live as long as the process.
 class LayerTypes {
  public:
   // The inferred class of `module`, or nullptr (the first one added, for a module added twice).
-  const std::string* find(std::string_view module) const;
+  const std::string_view* find(std::string_view module) const;
   size_t size() const { return types_.size(); }
   bool empty() const { return types_.empty(); }
-  void add(std::string_view module, std::string type);
+  void add(std::string_view module, std::string_view type);  // `type` is kept for the process
   // The k-th module added and its class.
   std::string_view module(size_t k) const { return modules_[k]; }
-  const std::string& type(size_t k) const { return types_[k]; }
+  std::string_view type(size_t k) const { return types_[k]; }
 
  private:
   std::vector<std::string_view> modules_;
-  std::vector<std::string> types_;
+  std::vector<std::string_view> types_;  // each class name kept once for the process
   mutable NameIndex index_;  // built by the first find()
   mutable size_t indexed_ = 0;  // modules_[0, indexed_) are in index_
 };
@@ -40,6 +40,6 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors);
 
 // Whether an inferred type agrees with a known class: equal, or the known class is a model's own
 // spelling of it (transformers' LlamaRMSNorm is an RMSNorm).
-bool layer_type_matches(const std::string& inferred, const std::string& known);
+bool layer_type_matches(std::string_view inferred, std::string_view known);
 
 }  // namespace ckpt

@@ -248,8 +248,8 @@ Tensor tensor_of(const Doc& d, const J& m, const std::string& ptr, const std::st
     static const char* kLayouts[] = {"unknown", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "mkldnn"};
     const int64_t k = l->get<int64_t>();
     t.layout = Layout::Other;
-    t.layout_name = k >= 0 && k < 7 ? kLayouts[k] : "unknown";
-    t.layout = layout_from_name(t.layout_name);
+    t.x.mut().layout_name = k >= 0 && k < 7 ? kLayouts[k] : "unknown";
+    t.layout = layout_from_name(t.x->layout_name);
   }
   t.kind_inferred = false;
   return t;
@@ -449,13 +449,13 @@ void read_archive(Checkpoint& ck, const ZipReader& zip, const std::string& pre, 
         if (flag(meta, "use_pickle")) {
           // A tensor subclass saved with torch.save: its storage is inside that blob.
           Checkpoint part = read_blob(ck, zip, *e, member, lim);
-          if (part.tensors.size() == 1) t.subclass = part.tensors[0].subclass;
+          if (part.tensors.size() == 1) t.x.mut().subclass = part.tensors[0].x->subclass;
           // A wrapper subclass (TwoTensor, ...) has no storage of its own: summary only, no load.
           if (part.tensors.size() == 1 && !part.tensors[0].storage.empty()) {
             t.storage = part.tensors[0].storage;
             t.offset = part.tensors[0].offset;
             t.stride = part.tensors[0].stride;
-            t.subclass = part.tensors[0].subclass;
+            t.x.mut().subclass = part.tensors[0].x->subclass;
             for (Storage& s : part.storages) s.in_model = main, add_storage(ck, std::move(s), storage_index);
           }
         } else {

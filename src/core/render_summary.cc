@@ -304,7 +304,7 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
     // Escaped here, before the text table measures its columns.
-    const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + r.inferred_type) : visible(r.type);
+    const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + std::string(r.inferred_type)) : visible(r.type);
     std::vector<std::string> row{visible(r.name), type, params, count_text(r.buffers, o),
                                  visible(join(r.dtypes.names(), ", ")), human_bytes(r.bytes)};
     if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
@@ -659,19 +659,19 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
     out += ", \"layout\": ";
     put_string(out, t.layout_text());
-    if (!t.qscheme.empty()) {
+    if (!t.x->qscheme.empty()) {
       out += ", \"qscheme\": ";
-      put_string(out, t.qscheme);
-      if (t.qscheme == "per_tensor_affine" && std::isfinite(t.q_scale))
-        fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.q_scale, t.q_zero_point);
+      put_string(out, t.x->qscheme);
+      if (t.x->qscheme == "per_tensor_affine" && std::isfinite(t.x->q_scale))
+        fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.x->q_scale, t.x->q_zero_point);
     }
-    if (!t.subclass.empty()) {
+    if (!t.x->subclass.empty()) {
       out += ", \"subclass\": ";
-      put_string(out, t.subclass);
+      put_string(out, t.x->subclass);
     }
-    if (!t.shard.empty()) {
+    if (t.shard) {
       out += ", \"shard\": ";
-      put_string(out, t.shard);
+      put_string(out, ck.sharded.shards.at(t.shard - 1).file);
     }
     if (t.resolved) out += ", \"resolved\": true";
   });

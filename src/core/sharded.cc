@@ -145,7 +145,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
                                           where[*at].second));
         held[*at] = 1;
         t.storage = prefixed(shard, t.storage);
-        t.shard = shard;
+        t.shard = static_cast<uint32_t>(i + 1);  // its place in ck.sharded.shards, pushed in this order below
       }
       for (Storage& s : part.storages) {
         s.key = prefixed(shard, s.key);

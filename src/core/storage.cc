@@ -47,8 +47,8 @@ ByteView StorageIndex::assemble(const Storage& s) const {
   if (it == assembled_.end()) {
     std::vector<uint8_t> whole(s.nbytes, 0);
     const uint64_t item = s.dtype->itemsize;
-    const std::vector<int64_t> strides = contiguous_strides(s.shape);
-    for (const Chunk& c : s.chunks) {
+    const std::vector<int64_t> strides = contiguous_strides(s.dcp->shape);
+    for (const Chunk& c : s.dcp->chunks) {
       const ByteView region = c.file->view().sub(c.offset, c.length, "DCP region");
       const std::string name = fmt::format("{}+{:#x}", c.file->path(), c.offset);
       Checkpoint part = read_checkpoint(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name),
@@ -83,16 +83,16 @@ ByteView StorageIndex::assemble(const Storage& s) const {
 
 bool loadable_layout(const Tensor& t) {
   if (t.layout == Layout::Strided) return true;
-  return t.layout == Layout::Quantized && t.qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
+  return t.layout == Layout::Quantized && t.x->qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
 }
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
   std::vector<int64_t> stride(shape.size(), 1);
   for (size_t k = shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<int64_t>(shape[k], 1);
   return stride;
 }
 
-bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
+bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> stride) {
   int64_t expect = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     if (shape[d] != 1 && stride[d] != expect) return false;

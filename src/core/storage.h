@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -28,7 +29,7 @@ class StorageIndex {
   const Storage* find(const std::string& key) const;
   ByteView bytes(const Storage& s) const;
   // True when bytes(s) is memory of this index rather than a view of a mapped file.
-  static bool assembled(const Storage& s) { return !s.chunks.empty(); }
+  static bool assembled(const Storage& s) { return !s.dcp->chunks.empty(); }
 
  private:
   ByteView assemble(const Storage& s) const;
@@ -43,9 +44,9 @@ class StorageIndex {
 // storage bytes from the tensor's first element to one past its last. Throws InputError naming the tensor.
 uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s);
 // Row-major (contiguous) strides for a shape, as torch computes them (size-0/1 dims count as 1).
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
+std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
 // Size-1 dimensions may have any stride, as in torch.
-bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride);
+bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> stride);
 bool is_contiguous(const Tensor& t);
 // Layouts `ckpt load` materializes: strided, and contiguous per-tensor affine qint8 / quint8 / qint32.
 bool loadable_layout(const Tensor& t);
@@ -61,7 +62,7 @@ void storage_order(std::vector<int64_t>& shape, std::initializer_list<std::vecto
 // dimension (as long as the shape).
 struct StridedLayout {
   int64_t offset;
-  const std::vector<int64_t>& stride;
+  std::span<const int64_t> stride;
 };
 
 // Visits the `numel` elements of `shape` in row-major order, in runs contiguous in each of the N
@@ -70,7 +71,7 @@ struct StridedLayout {
 // element in each layout, run length in elements). Several layouts walk in step: a strided source
 // and where its elements go in a contiguous destination.
 template <size_t N, typename Fn>
-void for_each_strided_run(const std::vector<int64_t>& shape, int64_t numel, const std::array<StridedLayout, N>& layouts,
+void for_each_strided_run(std::span<const int64_t> shape, int64_t numel, const std::array<StridedLayout, N>& layouts,
                           Fn&& fn) {
   if (numel == 0) return;
   const size_t nd = shape.size();

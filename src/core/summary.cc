@@ -340,7 +340,7 @@ Summary summarize(const Checkpoint& ck) {
   NameIndex tensor_of;  // built at the first Embedding row
   std::unordered_set<size_t> left_out;
   for (const ModuleRow& r : s.modules) {
-    const std::string& type = r.type.empty() ? r.inferred_type : r.type;
+    const std::string_view type = r.type.empty() ? r.inferred_type : r.type;
     if (!layer_type_matches("Embedding", type)) continue;  // nn.Embedding or a model's own subclass name
     if (tensor_of.size() == 0) {
       tensor_of.reserve(ck.tensors.size());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <functional>
@@ -44,15 +45,30 @@ struct Totals {
 // million-row summary makes no allocation for them).
 class DtypeNames {
  public:
+  DtypeNames() = default;
+  DtypeNames(const DtypeNames& o) : more_(o.more_ ? std::make_unique<std::vector<const DType*>>(*o.more_) : nullptr) {
+    inline_[0] = o.inline_[0];
+    inline_[1] = o.inline_[1];
+  }
+  DtypeNames& operator=(const DtypeNames& o) {
+    if (this != &o) *this = DtypeNames(o);
+    return *this;
+  }
+  DtypeNames(DtypeNames&&) noexcept = default;
+  DtypeNames& operator=(DtypeNames&&) noexcept = default;
   void add(const DType* d) {
     for (size_t k = 0; k < size(); ++k)
       if ((*this)[k] == d->name) return;
-    if (n_ < 2) inline_[n_++] = d;
-    else more_.push_back(d);
+    if (!inline_[0]) inline_[0] = d;
+    else if (!inline_[1]) inline_[1] = d;
+    else {
+      if (!more_) more_ = std::make_unique<std::vector<const DType*>>();
+      more_->push_back(d);
+    }
   }
-  size_t size() const { return n_ + more_.size(); }
-  bool empty() const { return n_ == 0; }
-  std::string_view operator[](size_t k) const { return k < n_ ? inline_[k]->name : more_[k - n_]->name; }
+  size_t size() const { return (inline_[0] != nullptr) + (inline_[1] != nullptr) + (more_ ? more_->size() : 0); }
+  bool empty() const { return inline_[0] == nullptr; }
+  std::string_view operator[](size_t k) const { return k < 2 ? inline_[k]->name : (*more_)[k - 2]->name; }
   std::vector<std::string> names() const {
     std::vector<std::string> out;
     for (size_t k = 0; k < size(); ++k) out.emplace_back((*this)[k]);
@@ -61,18 +77,19 @@ class DtypeNames {
 
  private:
   const DType* inline_[2] = {};
-  uint32_t n_ = 0;
-  std::vector<const DType*> more_;
+  std::unique_ptr<std::vector<const DType*>> more_;
 };
 
-// One row of the module table. Names view the checkpoint's (a module's or a prefix of a tensor's name),
-// which outlives the summary.
+// One row of the module table (168 bytes: a million-entry file has about as many rows). Its strings view
+// the checkpoint's (a module's or a prefix of a tensor's name, a module's types), which outlives the
+// summary, or names interned for the process (inferred types).
 struct ModuleRow {
   std::string_view name;  // "" for the root
-  std::string type;  // short class name or "" when unknown
-  std::string qualified_type;
-  std::string inferred_type;  // state dicts: the class its tensors imply (layer_types.h), "" when unknown
+  std::string_view type;  // short class name or "" when unknown
+  std::string_view qualified_type;
+  std::string_view inferred_type;  // state dicts: the class its tensors imply (layer_types.h), "" when unknown
   int depth = 0;  // 0 for the root, 1 for its children, ...
+  std::optional<bool> training;
   uint64_t parameters = 0;
   uint64_t trainable = 0;
   uint64_t buffers = 0;
@@ -80,7 +97,6 @@ struct ModuleRow {
   uint64_t tensors = 0;
   uint64_t uninitialized = 0;
   DtypeNames dtypes;
-  std::optional<bool> training;
   std::string_view shared_with;  // a second path to the module named here (counted once)
   const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
 };

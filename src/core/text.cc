@@ -45,7 +45,7 @@ std::string human_bytes(uint64_t n) {
   return x >= 100 ? fmt::format("{:.0f} {}", x, units[u]) : fmt::format("{:.1f} {}", x, units[u]);
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
+std::string shape_text(std::span<const int64_t> s) {
   std::string out = "[";
   for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
   return out + "]";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +23,7 @@ std::string grouped_count(uint64_t n);
 // Bytes in decimal units: "512 B", "4.9 kB", "3.1 GB".
 std::string human_bytes(uint64_t n);
 // "[4, 3]", "[]" for 0-dim.
-std::string shape_text(const std::vector<int64_t>& s);
+std::string shape_text(std::span<const int64_t> s);
 
 // `items` joined by `sep`. Past the first `most` of them the rest are left out and `more`, a format
 // string given the number left out, ends the text: ", and {} more", " and {} more", ", ... ({} more)".

@@ -404,7 +404,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
       t.kind = TensorKind::Parameter;
       t.kind_inferred = false;
     } else if (q != "torch.Tensor" && !q.empty()) {
-      t.subclass = q;
+      t.x.mut().subclass = q;
     }
     return t;
   }
@@ -457,13 +457,13 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.layout = Layout::Quantized;
     const Value* qp = arg(v, 4);
     if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
-      t.qscheme = qp->items[0]->name();
-    if (qp && qp->kind == PKind::Tuple && qp->items.size() >= 3 && t.qscheme.find("per_tensor_affine") != std::string::npos) {
+      t.x.mut().qscheme = qp->items[0]->name();
+    if (qp && qp->kind == PKind::Tuple && qp->items.size() >= 3 && t.x->qscheme.find("per_tensor_affine") != std::string::npos) {
       const Value* sc = qp->items[1];
       const Value* zp = qp->items[2];
-      if (sc && sc->kind == PKind::Float) t.q_scale = sc->f;
-      if (sc && sc->is_int()) t.q_scale = static_cast<double>(sc->i);
-      if (zp && zp->is_int()) t.q_zero_point = zp->i;
+      if (sc && sc->kind == PKind::Float) t.x.mut().q_scale = sc->f;
+      if (sc && sc->is_int()) t.x.mut().q_scale = static_cast<double>(sc->i);
+      if (zp && zp->is_int()) t.x.mut().q_zero_point = zp->i;
     }
     // Per-channel scales and zero points are tensors with storages of their own.
     if (qp && qp->kind == PKind::Tuple)
@@ -486,7 +486,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
       if (named.substr(0, 6) == "torch.") named.remove_prefix(6);
     }
     t.layout = layout_from_name(named);
-    if (t.layout == Layout::Other) t.layout_name = std::string(named);
+    if (t.layout == Layout::Other) t.x.mut().layout_name = std::string(named);
     const bool coo = t.layout == Layout::SparseCoo;
     // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
     const size_t nparts = coo ? 2 : 3;
@@ -538,13 +538,13 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
     if (!t.dtype) fail(v, fmt::format("'{}' has an unknown dtype", name));
     shape_stride(arg(v, 2), arg(v, 3));
-    t.subclass = arg(v, 0) ? arg(v, 0)->qualified() : "";
+    t.x.mut().subclass = arg(v, 0) ? arg(v, 0)->qualified() : "";
     t.requires_grad = truthy(arg(v, 7));
     bytes_of();
     return t;
   }
   // Anything else in the family (numpy-backed device tensors, ...) is kept as a named entry.
-  t.subclass = c->qualified();
+  t.x.mut().subclass = c->qualified();
   t.layout = Layout::Opaque;
   t.device = "";
   return t;

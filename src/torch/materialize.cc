@@ -254,7 +254,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     }
     const bool quantized = t.layout == Layout::Quantized;
     if (!loadable_layout(t) || t.dtype->pack != 1) {
-      skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.qscheme, row.dtype)
+      skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.x->qscheme, row.dtype)
                      : fmt::format("{} tensors are not materialized by ckpt load",
                                    t.layout == Layout::Strided ? row.dtype : t.layout_text()));
       continue;
@@ -268,7 +268,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     if (t.state == TensorState::Meta || meta) {
       at::Tensor x;
       try {
-        x = quantized ? at::_empty_affine_quantized(t.shape, opts.device(c10::kMeta), t.q_scale, t.q_zero_point)
+        x = quantized ? at::_empty_affine_quantized(t.shape, opts.device(c10::kMeta), t.x->q_scale, t.x->q_zero_point)
                       : at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
       } catch (const c10::Error&) {
         skip(fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout_text(), row.dtype));
@@ -292,8 +292,8 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       continue;
     }
 
-    if (t.storage.empty() && !t.subclass.empty()) {  // a pickled wrapper (TwoTensor, ...): no storage of its own
-      skip(fmt::format("tensor subclass {} keeps its data in a pickled object, which ckpt does not build", t.subclass));
+    if (t.storage.empty() && !t.x->subclass.empty()) {  // a pickled wrapper (TwoTensor, ...): no storage of its own
+      skip(fmt::format("tensor subclass {} keeps its data in a pickled object, which ckpt does not build", t.x->subclass));
       continue;
     }
     const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage);
@@ -321,7 +321,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
     row.zero_copy = !streamed && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
     at::Tensor x;
     if (quantized) {  // its own allocation, filled with the stored integers
-      x = at::_empty_affine_quantized(t.shape, opts, t.q_scale, t.q_zero_point);
+      x = at::_empty_affine_quantized(t.shape, opts, t.x->q_scale, t.x->q_zero_point);
       std::memcpy(x.data_ptr(), it->second.bytes.data() + static_cast<uint64_t>(t.offset) * t.dtype->itemsize,
                   static_cast<size_t>(t.bytes));
       row.zero_copy = false;

@@ -1,0 +1,168 @@
+// Small value types that keep per-tensor records lean at a million entries: Dims, a tensor's sizes or
+// strides (four inline, more on the heap), and Boxed<T>, a rarely set part of a record that costs one
+// pointer when unset.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace ckpt {
+
+// A vector of int64_t with the std::vector interface the readers use, holding up to four dimensions
+// without an allocation (40 bytes; std::vector: 24 plus a heap block).
+class Dims {
+ public:
+  using value_type = int64_t;
+  using size_type = size_t;
+  using iterator = int64_t*;
+  using const_iterator = const int64_t*;
+  static constexpr uint32_t kInline = 4;
+
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> l) { assign(l.begin(), l.end()); }
+  Dims(const std::vector<int64_t>& v) { assign(v.begin(), v.end()); }  // NOLINT: a drop-in for std::vector
+  Dims(std::span<const int64_t> s) { assign(s.begin(), s.end()); }  // NOLINT
+  template <class It>
+  Dims(It first, It last) {
+    assign(first, last);
+  }
+  Dims(const Dims& o) { assign(o.begin(), o.end()); }
+  Dims(Dims&& o) noexcept { steal(o); }
+  Dims& operator=(const Dims& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  Dims& operator=(Dims&& o) noexcept {
+    if (this != &o) {
+      release();
+      steal(o);
+    }
+    return *this;
+  }
+  Dims& operator=(std::initializer_list<int64_t> l) {
+    assign(l.begin(), l.end());
+    return *this;
+  }
+  ~Dims() { release(); }
+
+  operator std::vector<int64_t>() const { return {begin(), end()}; }  // NOLINT
+  operator std::span<const int64_t>() const { return {data(), size()}; }  // NOLINT
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t* data() { return cap_ > kInline ? u_.heap : u_.in; }
+  const int64_t* data() const { return cap_ > kInline ? u_.heap : u_.in; }
+  int64_t* begin() { return data(); }
+  int64_t* end() { return data() + n_; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + n_; }
+  int64_t& operator[](size_t k) { return data()[k]; }
+  int64_t operator[](size_t k) const { return data()[k]; }
+  int64_t& front() { return data()[0]; }
+  int64_t front() const { return data()[0]; }
+  int64_t& back() { return data()[n_ - 1]; }
+  int64_t back() const { return data()[n_ - 1]; }
+
+  void clear() { n_ = 0; }
+  void reserve(size_t n) {
+    if (n <= cap_) return;
+    auto* p = new int64_t[n];
+    std::copy(begin(), end(), p);
+    release();
+    u_.heap = p;
+    cap_ = static_cast<uint32_t>(n);
+  }
+  void push_back(int64_t x) {
+    if (n_ == cap_) reserve(std::max<size_t>(2 * cap_, kInline));
+    data()[n_++] = x;
+  }
+  void pop_back() { --n_; }
+  void resize(size_t n, int64_t fill = 0) {
+    reserve(n);
+    for (size_t k = n_; k < n; ++k) data()[k] = fill;
+    n_ = static_cast<uint32_t>(n);
+  }
+  template <class It>
+  void assign(It first, It last) {
+    const auto n = static_cast<size_t>(std::distance(first, last));
+    n_ = 0;
+    reserve(n);
+    std::copy(first, last, data());
+    n_ = static_cast<uint32_t>(n);
+  }
+  iterator erase(const_iterator at) {
+    auto* p = begin() + (at - begin());
+    std::copy(p + 1, end(), p);
+    --n_;
+    return p;
+  }
+  iterator insert(const_iterator at, int64_t x) {
+    const auto k = static_cast<size_t>(at - begin());
+    push_back(0);
+    std::copy_backward(begin() + k, end() - 1, end());
+    data()[k] = x;
+    return begin() + k;
+  }
+
+  friend bool operator==(const Dims& a, const Dims& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator==(const Dims& a, const std::vector<int64_t>& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator<(const Dims& a, const Dims& b) { return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end()); }
+
+ private:
+  void release() {
+    if (cap_ > kInline) delete[] u_.heap;
+    cap_ = kInline;
+    n_ = 0;
+  }
+  void steal(Dims& o) {
+    n_ = o.n_;
+    cap_ = o.cap_;
+    if (cap_ > kInline) u_.heap = o.u_.heap;
+    else std::memcpy(u_.in, o.u_.in, sizeof(u_.in));
+    o.cap_ = kInline;
+    o.n_ = 0;
+  }
+  union U {
+    int64_t in[kInline];
+    int64_t* heap;
+  } u_{};
+  uint32_t n_ = 0;
+  uint32_t cap_ = kInline;
+};
+
+// A part of a record that few records have: unset costs one pointer and reads as T{}; copies are deep.
+template <class T>
+class Boxed {
+ public:
+  Boxed() = default;
+  Boxed(const Boxed& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  const T& operator*() const { return p_ ? *p_ : none(); }
+  const T* operator->() const { return &**this; }
+  bool has_value() const { return p_ != nullptr; }
+  T& mut() {
+    if (!p_) p_ = std::make_unique<T>();
+    return *p_;
+  }
+
+ private:
+  static const T& none() {
+    static const T n{};
+    return n;
+  }
+  std::unique_ptr<T> p_;
+};
+
+}  // namespace ckpt
