@@ -183,7 +183,7 @@ TEST_CASE("pickle: a BINBYTES payload that overruns its FRAME reads on contiguou
     Heap heap;
     const Unpickled u = unpickle(f->view(), 0, heap, Limits{}, nullptr, as_file);
     REQUIRE(u.root->kind == PKind::Bytes);
-    CHECK(u.root->s == "abcdefghij");
+    CHECK(u.root->str() == "abcdefghij");
   }
 }
 
@@ -220,15 +220,15 @@ void same_graph(const Value* a, const Value* b, int depth = 0) {
   REQUIRE(a->kind == b->kind);
   CHECK(a->depth == b->depth);
   const bool shared = a->kind == PKind::Int || a->kind == PKind::Bool || a->kind == PKind::None ||
-                      (a->kind == PKind::Tuple && a->items.empty());
+                      (a->kind == PKind::Tuple && a->kids().empty());
   if (!shared) CHECK(a->offset == b->offset);
   if (a->kind == PKind::Int) CHECK(a->i == b->i);
   if (a->kind == PKind::Bool) CHECK(a->b == b->b);
-  if (a->kind == PKind::Str || a->kind == PKind::Bytes || a->kind == PKind::Global || a->kind == PKind::BigInt) CHECK(a->s == b->s);
+  if (a->kind == PKind::Str || a->kind == PKind::Bytes || a->kind == PKind::Global || a->kind == PKind::BigInt) CHECK(a->str() == b->str());
   CHECK(a->name() == b->name());
   if (a->kind == PKind::Object) CHECK(a->how == b->how);
-  REQUIRE(a->items.size() == b->items.size());
-  for (size_t k = 0; k < a->items.size(); ++k) same_graph(a->items[k], b->items[k], depth + 1);
+  REQUIRE(a->kids().size() == b->kids().size());
+  for (size_t k = 0; k < a->kids().size(); ++k) same_graph(a->kids()[k], b->kids()[k], depth + 1);
   REQUIRE(a->pairs().size() == b->pairs().size());
   if (a->kind != PKind::Dict)
     for (size_t k = 0; k < a->pairs().size(); ++k) same_graph(a->pairs()[k], b->pairs()[k], depth + 1);
@@ -245,7 +245,7 @@ size_t packed_count(const Value* v, int depth = 0) {
   size_t n = 0;
   for (const Value* c : v->pairs()) n += packed_count(c, depth + 1);
   if (v->kind != PKind::Dict)
-    for (const Value* c : v->items) n += packed_count(c, depth + 1);
+    for (const Value* c : v->kids()) n += packed_count(c, depth + 1);
   if (v->kind != PKind::Global) n += packed_count(v->args(), depth + 1) + packed_count(v->state(), depth + 1);
   return n;
 }
@@ -300,7 +300,7 @@ TEST_CASE("pickle: a packed argument fetched again from the memo runs the pickle
       // the first pack left copies of them.
       CHECK(packed_count(packed.root) == 2);
       REQUIRE(b->packed());
-      CHECK(b->packed()->key->s == "0");
+      CHECK(b->packed()->key->str() == "0");
       CHECK(b->packed()->cls->name() == "FloatStorage");
       CHECK(a->packed()->key == b->packed()->key);
     } else {
@@ -308,8 +308,8 @@ TEST_CASE("pickle: a packed argument fetched again from the memo runs the pickle
       const Value* c = packed.root->get("c");
       REQUIRE(c);
       CHECK(c->kind == PKind::Tuple);
-      CHECK(c->items.size() == 2);
-      CHECK(c == a->args()->items[2]);  // the same node as the tensor's sizes
+      CHECK(c->kids().size() == 2);
+      CHECK(c == a->args()->kids()[2]);  // the same node as the tensor's sizes
     }
   }
 }

@@ -23,10 +23,10 @@ const Value* field(const Value* obj, std::string_view name) {
 
 std::vector<int64_t> ints(const Value* v) {
   std::vector<int64_t> out;
-  if (v && v->kind == PKind::Object && v->qualified() == "torch.Size" && v->args() && !v->args()->items.empty())
-    v = v->args()->items[0];
+  if (v && v->kind == PKind::Object && v->qualified() == "torch.Size" && v->args() && !v->args()->kids().empty())
+    v = v->args()->kids()[0];
   if (!v || (v->kind != PKind::Tuple && v->kind != PKind::List)) return out;
-  for (const Value* e : v->items)
+  for (const Value* e : v->kids())
     if (e->is_int()) out.push_back(e->i);
   return out;
 }
@@ -62,9 +62,9 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
   std::map<std::pair<std::string, std::vector<int64_t>>, Chunk> regions;
   std::map<std::string, const MappedFile*> mapped;
   if (const Value* sd = field(u.root, "storage_data"); sd && sd->kind == PKind::Dict) {
-    for (size_t k = 0; k + 1 < sd->items.size(); k += 2) {
-      const Value* idx = sd->items[k];
-      const Value* info = sd->items[k + 1];
+    for (size_t k = 0; k + 1 < sd->kids().size(); k += 2) {
+      const Value* idx = sd->kids()[k];
+      const Value* info = sd->kids()[k + 1];
       const Value* fqn = field(idx, "fqn");
       const Value* rel = field(info, "relative_path");
       const Value* off = field(info, "offset");
@@ -72,7 +72,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
       if (!fqn || !fqn->is_str() || !rel || !rel->is_str() || !off || !off->is_int() || !len || !len->is_int() || off->i < 0 ||
           len->i < 0)
         v.fail(info ? info->offset : 0, "storage_data entry is not MetadataIndex -> _StorageInfo(relative_path, offset, length)");
-      const std::string file(rel->s);
+      const std::string file(rel->str());
       if (file.find('/') != std::string::npos || file == ".." || file == ".")
         v.fail(rel->offset, fmt::format("storage file '{}' is not a file in the checkpoint directory", file));
       auto it = sizes.find(file);
@@ -92,14 +92,14 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
       c.file = mf->second;
       c.offset = static_cast<uint64_t>(off->i);
       c.length = static_cast<uint64_t>(len->i);
-      regions[{std::string(fqn->s), c.offsets}] = std::move(c);
+      regions[{std::string(fqn->str()), c.offsets}] = std::move(c);
     }
   }
 
-  for (size_t k = 0; k + 1 < md->items.size(); k += 2) {
-    if (!md->items[k]->is_str()) continue;
-    const std::string fqn(md->items[k]->s);
-    const Value* m = md->items[k + 1];
+  for (size_t k = 0; k + 1 < md->kids().size(); k += 2) {
+    if (!md->kids()[k]->is_str()) continue;
+    const std::string fqn(md->kids()[k]->str());
+    const Value* m = md->kids()[k + 1];
     const std::string cls = m->qualified();
     if (cls.size() >= 20 && cls.compare(cls.size() - 20, 20, "BytesStorageMetadata") == 0) {
       ck.dcp.bytes_entries.push_back(fqn);
@@ -107,14 +107,14 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
     }
     const Value* props = field(m, "properties");
     const Value* pst = props ? props->state() : nullptr;
-    const Value* dt = pst && pst->kind == PKind::Tuple && !pst->items.empty() ? pst->items[0] : nullptr;
+    const Value* dt = pst && pst->kind == PKind::Tuple && !pst->kids().empty() ? pst->kids()[0] : nullptr;
     if (!dt && props) dt = field(props, "dtype");
     Tensor t;
     t.name = fqn;
     t.dtype = dt && dt->kind == PKind::Global ? dtype_by_name(dt->name()) : nullptr;
     if (!t.dtype) v.fail(m->offset, fmt::format("tensor '{}' has no known dtype in its TensorProperties", fqn));
-    if (pst && pst->kind == PKind::Tuple && pst->items.size() > 2 && pst->items[2]->kind == PKind::Bool)
-      t.requires_grad = pst->items[2]->b;
+    if (pst && pst->kind == PKind::Tuple && pst->kids().size() > 2 && pst->kids()[2]->kind == PKind::Bool)
+      t.requires_grad = pst->kids()[2]->b;
     t.shape = ints(field(m, "size"));
     t.stride = contiguous_strides(t.shape);
     uint64_t numel = 1;
@@ -130,7 +130,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
     std::vector<Chunk> pieces;
     bool all_found = true;
     if (const Value* chunks = field(m, "chunks"); chunks && chunks->kind == PKind::List)
-      for (const Value* c : chunks->items) {
+      for (const Value* c : chunks->kids()) {
         auto o = ints(field(c, "offsets")), s = ints(field(c, "sizes"));
         if (o.size() != t.shape.size() || s.size() != t.shape.size())
           v.fail(c->offset, fmt::format("chunk of '{}' has {} offsets for {} dimensions", fqn, o.size(), t.shape.size()));

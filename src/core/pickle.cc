@@ -21,7 +21,7 @@ std::string Value::qualified() const {
   const Value* g = this;
   if (kind == PKind::Object) g = callable();
   if (g == nullptr || g->kind != PKind::Global) return {};
-  std::string out(g->s);
+  std::string out(g->str());
   out += '.';
   out += g->name();
   return out;
@@ -83,7 +83,7 @@ Value* Value::get(std::string_view key) const {
   const auto& p = pairs();
   Value* found = nullptr;
   for (size_t k = 0; k + 1 < p.size(); k += 2)
-    if (p[k]->kind == PKind::Str && p[k]->s == key) found = p[k + 1];
+    if (p[k]->kind == PKind::Str && p[k]->str() == key) found = p[k + 1];
   return found;
 }
 
@@ -217,7 +217,7 @@ class Machine {
   Value* container(PKind k, std::span<Value* const> items) {
     Value* v = make(k);
     for (Value* it : items) note_child(v, it);
-    v->items.assign(heap_, items);
+    v->mut_kids().assign(heap_, items);
     return v;
   }
   // Small ints, None and bools are immutable in practice: one node each per pickle.
@@ -239,7 +239,7 @@ class Machine {
   Value* str_value(PKind k, std::string_view s) {
     if (s.size() > lim_.string_bytes) fail(fmt::format("length {} exceeds the limit of {} bytes", s.size(), lim_.string_bytes));
     Value* v = make(k);
-    v->s = s;
+    v->set_str(s);
     return v;
   }
   Value* owned_str(std::string s, PKind k = PKind::Str) { return str_value(k, heap_.keep(std::move(s))); }
@@ -321,9 +321,9 @@ class Machine {
   Value* global(std::string_view module, std::string_view name, bool stack) {
     Value* g = make(PKind::Global);
     const auto [m3, n3] = python3_global(module, name);
-    g->s = m3;
+    g->set_str(m3);
     heap_.ext(g)->name = n3;
-    g->i = static_cast<int64_t>(out_.globals.size());  // a Global's int slot: its GlobalRef
+    heap_.ext(g)->global = out_.globals.size();
     GlobalRef& r = out_.globals.emplace_back();
     r.module = m3;
     r.name = n3;
@@ -335,7 +335,7 @@ class Machine {
   // Records how the global behind `v` (if `v` is one) is used by the opcode being run.
   void use(const Value* v, uint8_t how) {
     if (!v || v->kind != PKind::Global) return;
-    GlobalRef& g = out_.globals[static_cast<size_t>(v->i)];
+    GlobalRef& g = out_.globals[static_cast<size_t>(v->ext->global)];
     g.use |= how;
     if (!g.use_opcode && how != kUseMemberLookup) {  // the first use that counts: an allowed lookup is none
       g.use_opcode = op_name_;
@@ -344,25 +344,25 @@ class Machine {
   }
   // REDUCE of builtins.getattr on (a global, a string) that allowlist.cc knows as an Enum member.
   bool member_lookup(const Value* callable, const Value* args) const {
-    if (!callable || callable->kind != PKind::Global || callable->s != "builtins" || callable->name() != "getattr") return false;
-    if (std::string_view(op_name_) != "REDUCE" || !args || args->kind != PKind::Tuple || args->items.size() != 2) return false;
-    const Value* cls = args->items[0];
-    const Value* member = args->items[1];
+    if (!callable || callable->kind != PKind::Global || callable->str() != "builtins" || callable->name() != "getattr") return false;
+    if (std::string_view(op_name_) != "REDUCE" || !args || args->kind != PKind::Tuple || args->kids().size() != 2) return false;
+    const Value* cls = args->kids()[0];
+    const Value* member = args->kids()[1];
     if (cls->kind != PKind::Global || member->kind != PKind::Str) return false;
-    const GlobalRef& c = out_.globals[static_cast<size_t>(cls->i)];
+    const GlobalRef& c = out_.globals[static_cast<size_t>(cls->ext->global)];
     if (c.computed) return false;
-    return allowed_member_lookup(cls->s, cls->name(), member->s) != nullptr;
+    return allowed_member_lookup(cls->str(), cls->name(), member->str()) != nullptr;
   }
   // A call: its callable is used, and globals among its arguments are passed to it.
   void call(Value* callable, Value* args) {
     use(callable, member_lookup(callable, args) ? kUseMemberLookup : kUseCalled);
     if (!args || args->kind != PKind::Tuple) return;
     std::string callee;
-    for (size_t k = 0; k < args->items.size() && k < 255; ++k) {
-      const Value* a = args->items[k];
+    for (size_t k = 0; k < args->kids().size() && k < 255; ++k) {
+      const Value* a = args->kids()[k];
       if (a->kind != PKind::Global) continue;
       if (callee.empty() && callable && callable->kind == PKind::Global) callee = callable->qualified();
-      auto& to = out_.globals[static_cast<size_t>(a->i)].passed_to;
+      auto& to = out_.globals[static_cast<size_t>(a->ext->global)].passed_to;
       const std::pair<std::string, uint8_t> p{callee, static_cast<uint8_t>(k)};
       if (to.size() < 64 && std::find(to.begin(), to.end(), p) == to.end()) to.push_back(p);
     }
@@ -380,12 +380,12 @@ class Machine {
   void written(const Value* target) {
     const Value* fn = target->kind == PKind::Object ? target->callable() : nullptr;
     if (!fn || fn->kind != PKind::Global) return;
-    const std::string_view m = fn->s, n = fn->name();
+    const std::string_view m = fn->str(), n = fn->name();
     const bool tensor = (m == "torch._utils" && n.substr(0, 9) == "_rebuild_") ||
                         (m == "torch._tensor" && n == "_rebuild_from_type_v2") ||
                         (m == "torch.nn.parameter" && n == "Parameter") || (m == "torch" && n == "Tensor");
     if (!tensor) return;
-    GlobalRef& g = out_.globals[static_cast<size_t>(fn->i)];
+    GlobalRef& g = out_.globals[static_cast<size_t>(fn->ext->global)];
     g.use |= kUseWrittenResult;
     if (!g.write_opcode) {
       g.write_opcode = op_name_;
@@ -399,7 +399,7 @@ class Machine {
     written(target);
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
-    Kids& dst = target->kind == PKind::Dict ? target->items : heap_.ext(target)->dict;
+    Kids& dst = target->kind == PKind::Dict ? target->mut_kids() : heap_.ext(target)->dict;
     for (Value* v : kv) {
       note_child(target, v);
       dst.push(heap_, v);
@@ -413,7 +413,7 @@ class Machine {
       fail(fmt::format("target is not a list (it is a {})", kind_name(target)));
     for (Value* v : vs) {
       note_child(target, v);
-      target->items.push(heap_, v);
+      target->mut_kids().push(heap_, v);
     }
   }
   static const char* kind_name(const Value* v) {
@@ -501,25 +501,25 @@ class Machine {
 Value* Machine::try_pack(Value* fn, Value* args) {
   const MarkAt at = last_tuple_at_;
   auto global_is = [&](const Value* g, std::string_view m, std::string_view n) {
-    return g->kind == PKind::Global && g->s == m && g->name() == n && !out_.globals[static_cast<size_t>(g->i)].computed;
+    return g->kind == PKind::Global && g->str() == m && g->name() == n && !out_.globals[static_cast<size_t>(g->ext->global)].computed;
   };
   auto plain = [](const Value* v, PKind k) { return v->kind == k && v->ext == nullptr; };
   if (!global_is(fn, "torch._utils", "_rebuild_tensor_v2") || heap_.since(at.pos, fn)) return nullptr;
   if (mutations_ != at.mutations || out_.nested_loads.size() != at.nested || !heap_.can_rewind(at.pos)) return nullptr;
-  if (!plain(args, PKind::Tuple) || args->items.size() != 6) return nullptr;
-  const Kids& a = args->items;
+  if (!plain(args, PKind::Tuple) || args->kids().size() != 6) return nullptr;
+  const Kids& a = args->kids();
   const Value* pers = a[0];
   if (pers->kind != PKind::PersId || !pers->ext || pers->ext->callable || pers->ext->kwargs || pers->ext->state ||
-      !pers->ext->dict.empty() || !pers->items.empty() || !pers->ext->args)
+      !pers->ext->dict.empty() || !pers->kids().empty() || !pers->ext->args)
     return nullptr;
   const Value* pid = pers->ext->args;
-  if (!plain(pid, PKind::Tuple) || pid->items.size() != 5) return nullptr;
-  Value* word = pid->items[0];
-  Value* cls = pid->items[1];
-  Value* key = pid->items[2];
-  Value* loc = pid->items[3];
-  const Value* numel = pid->items[4];
-  if (!word->is_str() || word->s != "storage" || cls->kind != PKind::Global || out_.globals[static_cast<size_t>(cls->i)].computed ||
+  if (!plain(pid, PKind::Tuple) || pid->kids().size() != 5) return nullptr;
+  Value* word = pid->kids()[0];
+  Value* cls = pid->kids()[1];
+  Value* key = pid->kids()[2];
+  Value* loc = pid->kids()[3];
+  const Value* numel = pid->kids()[4];
+  if (!word->is_str() || word->str() != "storage" || cls->kind != PKind::Global || out_.globals[static_cast<size_t>(cls->ext->global)].computed ||
       !key->is_str() || !loc->is_str() || !plain(numel, PKind::Int))
     return nullptr;
   const Value* offset = a[1];
@@ -529,18 +529,18 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   const Value* hooks = a[5];
   if (!plain(offset, PKind::Int) || !plain(size, PKind::Tuple) || !plain(stride, PKind::Tuple) || !plain(grad, PKind::Bool))
     return nullptr;
-  const size_t ndim = size->items.size();
-  if (ndim != stride->items.size() || ndim > 64) return nullptr;
+  const size_t ndim = size->kids().size();
+  if (ndim != stride->kids().size() || ndim > 64) return nullptr;
   for (size_t k = 0; k < ndim; ++k)
-    if (!plain(size->items[k], PKind::Int) || !plain(stride->items[k], PKind::Int)) return nullptr;
+    if (!plain(size->kids()[k], PKind::Int) || !plain(stride->kids()[k], PKind::Int)) return nullptr;
   Value* hooks_fn = nullptr;
   if (hooks->kind == PKind::Object) {
     const ObjExt* e = hooks->ext;
-    if (hooks->how != ObjHow::Reduce || !hooks->items.empty() || !e || !e->callable || !global_is(e->callable, "collections", "OrderedDict") ||
-        !e->args || !plain(e->args, PKind::Tuple) || !e->args->items.empty() || e->kwargs || e->state || !e->dict.empty() || e->packed)
+    if (hooks->how != ObjHow::Reduce || !hooks->kids().empty() || !e || !e->callable || !global_is(e->callable, "collections", "OrderedDict") ||
+        !e->args || !plain(e->args, PKind::Tuple) || !e->args->kids().empty() || e->kwargs || e->state || !e->dict.empty() || e->packed)
       return nullptr;
     hooks_fn = e->callable;
-  } else if (!plain(hooks, PKind::Dict) || !hooks->items.empty()) {
+  } else if (!plain(hooks, PKind::Dict) || !hooks->kids().empty()) {
     return nullptr;
   }
   const Value* located[6] = {args, pid, pers, size, stride, hooks};
@@ -592,8 +592,8 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   const bool grad_v = grad->b;
   int64_t dims[128];
   for (size_t k = 0; k < ndim; ++k) {
-    dims[k] = size->items[k]->i;
-    dims[ndim + k] = stride->items[k]->i;
+    dims[k] = size->kids()[k]->i;
+    dims[ndim + k] = stride->kids()[k]->i;
   }
   const uint32_t depth = args->depth + 1;
 
@@ -885,12 +885,12 @@ Unpickled Machine::run() {
         Value* module = pop();
         if (!module->is_str() || !name->is_str()) {
           // Computed at load time (results of calls): the scan cannot name it, but keeps going.
-          push(global(heap_.keep(module->is_str() ? std::string(module->s) : "<computed>"),
-                      heap_.keep(name->is_str() ? std::string(name->s) : "<computed>"), true));
+          push(global(heap_.keep(module->is_str() ? std::string(module->str()) : "<computed>"),
+                      heap_.keep(name->is_str() ? std::string(name->str()) : "<computed>"), true));
           out_.globals.back().computed = true;
           break;
         }
-        push(global(module->s, name->s, true));
+        push(global(module->str(), name->str(), true));
         break;
       }
       case 0x82:
@@ -911,7 +911,7 @@ Unpickled Machine::run() {
         }
         last_tuple_ = nullptr;
         push(object(ObjHow::Reduce, fn, args));
-        if (fn->kind == PKind::Global && fn->s == "torch.storage" && fn->name() == "_load_from_bytes")
+        if (fn->kind == PKind::Global && fn->str() == "torch.storage" && fn->name() == "_load_from_bytes")
           out_.nested_loads.push_back(stack_.back());
         break;
       }
@@ -1010,7 +1010,7 @@ Value* unpack_args(ObjExt* e) {
   auto tuple = [&](uint64_t offset, std::span<Value* const> items) {
     Value* t = h.make(PKind::Tuple, offset);
     for (const Value* c : items) t->depth = std::max(t->depth, c->depth + 1);
-    t->items.assign(h, items);
+    t->mut_kids().assign(h, items);
     return t;
   };
   auto int_at = [&](int64_t x, uint64_t offset) {

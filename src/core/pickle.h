@@ -50,8 +50,8 @@ class Heap;
 struct Value;
 struct PackedTensor;
 
-// A growable array of children living in a Heap (trivially destructible, so freeing a Heap of millions
-// of values is freeing a few blocks).
+// A growable array of children living in a Heap (trivial, so freeing a Heap of millions of values is
+// freeing a few blocks, and a Value can hold one in a union). Zeroed is empty.
 class Kids {
  public:
   size_t size() const { return n_; }
@@ -64,9 +64,9 @@ class Kids {
   void assign(Heap& h, std::span<Value* const> vs);
 
  private:
-  Value** p_ = nullptr;
-  uint32_t n_ = 0;
-  uint32_t cap_ = 0;
+  Value** p_;
+  uint32_t n_;
+  uint32_t cap_;
 };
 
 // Fields only objects, globals and persistent ids have.
@@ -75,7 +75,8 @@ struct ObjExt {
   Value* args = nullptr;  // Object: the argument tuple; PersId: the persistent id
   Value* kwargs = nullptr;  // Object from NEWOBJ_EX
   std::string_view name;  // Global: the name inside the module
-  Kids dict;  // Object: SETITEM(S) pairs (OrderedDict and friends)
+  size_t global = 0;  // Global: its GlobalRef in Unpickled::globals
+  Kids dict{};  // Object: SETITEM(S) pairs (OrderedDict and friends)
   Value* state = nullptr;  // BUILD argument (any kind may receive one)
   PackedTensor* packed = nullptr;  // Object: its arguments, packed (args is null until unpacked)
 };
@@ -83,6 +84,10 @@ struct ObjExt {
 // The argument tuple of a packed call, built into its heap (Value::args()).
 Value* unpack_args(ObjExt* ext);
 
+// One node of the graph: 40 bytes (a million-entry state dict makes several million). A node holds one
+// payload, by kind: an int or a float, a string (str() of Str / Bytes / BigInt, a Global's module), or
+// children (kids() of Tuple / List / Dict / Set / FrozenSet / Object); asking a node for the payload of
+// another kind gives an empty one.
 struct Value {
   PKind kind = PKind::None;
   ObjHow how = ObjHow::Reduce;
@@ -90,12 +95,33 @@ struct Value {
   uint32_t depth = 1;  // nesting depth when built (containers: 1 + deepest child)
   uint64_t offset = 0;  // pickle offset of the opcode that made it
   union {
-    int64_t i = 0;
+    struct {
+      uint64_t lo, hi;
+    } raw_ = {0, 0};  // all payloads start empty
+    int64_t i;
     double f;
+    struct {
+      const char* p;
+      size_t n;
+    } s_;  // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
+    Kids items_;  // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
   };
-  std::string_view s;  // Str / Bytes payload; Global: module; BigInt: decimal text or 2's-complement LE bytes
-  Kids items;  // Tuple/List/Set elements; Dict: key, value, key, value...; Object: APPENDs
   ObjExt* ext = nullptr;  // Object / Global / PersId, or any value that received BUILD
+
+  bool has_str() const { return kind == PKind::Str || kind == PKind::Bytes || kind == PKind::BigInt || kind == PKind::Global; }
+  bool has_kids() const {
+    return kind == PKind::Tuple || kind == PKind::List || kind == PKind::Dict || kind == PKind::Set || kind == PKind::FrozenSet ||
+           kind == PKind::Object;
+  }
+  std::string_view str() const { return has_str() ? std::string_view(s_.p, s_.n) : std::string_view(); }
+  const Kids& kids() const { return has_kids() ? items_ : no_kids(); }
+  // For the machine that builds the graph: the node's kind is set first.
+  void set_str(std::string_view v) { s_ = {v.data(), v.size()}; }
+  Kids& mut_kids() { return items_; }
+  static const Kids& no_kids() {
+    static const Kids none{};
+    return none;
+  }
 
   Value* callable() const { return ext ? ext->callable : nullptr; }
   // The argument tuple (a packed call's is unpacked into the heap on first use: see PackedTensor).
@@ -111,11 +137,9 @@ struct Value {
   std::string qualified() const;
   // Dict-like lookup by string key over a Dict's pairs or an Object's SETITEMs (last one wins).
   Value* get(std::string_view key) const;
-  const Kids& pairs() const {
-    static const Kids none;
-    return kind == PKind::Dict ? items : ext ? ext->dict : none;
-  }
+  const Kids& pairs() const { return kind == PKind::Dict ? items_ : ext ? ext->dict : no_kids(); }
 };
+static_assert(sizeof(Value) == 40, "a Value is 40 bytes");
 
 // A torch._utils._rebuild_tensor_v2 call exactly as torch.save writes one, held as its fields instead of
 // the ten-odd values of its argument tuple (unpickle's `pack`):

@@ -37,7 +37,7 @@ struct PlainWalker {
   nlohmann::ordered_json convert(const Value* v, int depth) {
     using J = nlohmann::ordered_json;
     auto key_text = [&](const Value* k) {
-      if (k->is_str()) return std::string(k->s);
+      if (k->is_str()) return std::string(k->str());
       if (k->is_int()) return std::to_string(k->i);
       return (*this)(k, depth + 1).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     };
@@ -52,8 +52,8 @@ struct PlainWalker {
       case PKind::Int: return v->i;
       case PKind::BigInt: return bigint_decimal(v);
       case PKind::Float: return v->f;
-      case PKind::Str: return std::string(v->s);
-      case PKind::Bytes: return J(fmt::format("<{} bytes>", v->s.size()));
+      case PKind::Str: return std::string(v->str());
+      case PKind::Bytes: return J(fmt::format("<{} bytes>", v->str().size()));
       case PKind::Global: return J{{"__global__", v->qualified()}};
       case PKind::PersId: return J("<persistent id>");
       case PKind::Tuple:
@@ -61,21 +61,21 @@ struct PlainWalker {
       case PKind::Set:
       case PKind::FrozenSet: {
         J a = J::array();
-        for (const Value* e : v->items) a.push_back((*this)(e, depth + 1));
+        for (const Value* e : v->kids()) a.push_back((*this)(e, depth + 1));
         return a;
       }
-      case PKind::Dict: return object_of(v->items);
+      case PKind::Dict: return object_of(v->kids());
       case PKind::Object: break;
     }
     std::string q = v->qualified();
     const Value* a = v->args();
-    const Value* a0 = a && a->kind == PKind::Tuple && !a->items.empty() ? a->items[0] : nullptr;
+    const Value* a0 = a && a->kind == PKind::Tuple && !a->kids().empty() ? a->kids()[0] : nullptr;
     if (q == "collections.OrderedDict" || q == "builtins.dict") return object_of(v->pairs());
     if ((q == "builtins.set" || q == "builtins.frozenset" || q == "builtins.list" || q == "builtins.tuple")) {
       if (!a0) return J::array();
       return (*this)(a0, depth + 1);
     }
-    if (q == "_codecs.encode" && a0 && a0->is_str()) return J(fmt::format("<{} bytes>", utf8_code_points(a0->s)));
+    if (q == "_codecs.encode" && a0 && a0->is_str()) return J(fmt::format("<{} bytes>", utf8_code_points(a0->str())));
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && !a0) return J("<0 bytes>");
     if ((q == "builtins.bytes" || q == "builtins.bytearray") && a0 && a0->kind == PKind::Bytes) return (*this)(a0, depth + 1);
     // TorchScript's list builders and type tags wrap a plain value.
@@ -85,8 +85,8 @@ struct PlainWalker {
     J o = J::object();
     o["__class__"] = q.empty() ? "?" : q;
     if (const Value* st = v->state(); st && st->kind == PKind::Dict) {
-      for (size_t k = 0; k + 1 < st->items.size(); k += 2)
-        if (st->items[k]->is_str()) o[std::string(st->items[k]->s)] = (*this)(st->items[k + 1], depth + 1);
+      for (size_t k = 0; k + 1 < st->kids().size(); k += 2)
+        if (st->kids()[k]->is_str()) o[std::string(st->kids()[k]->str())] = (*this)(st->kids()[k + 1], depth + 1);
     }
     return o;
   }

@@ -157,8 +157,8 @@ void read_legacy(Checkpoint& ck, const ByteView& file, const Limits& lim, Unpick
   std::unordered_map<std::string, size_t> by_key;
   for (size_t k = 0; k < ck.storages.size(); ++k) by_key.emplace(ck.storages[k].key, k);
   uint64_t pos = keys.end;
-  for (const Value* kv : keys.root->items) {
-    std::string key = kv->is_str() ? std::string(kv->s) : kv->is_int() ? std::to_string(kv->i) : "";
+  for (const Value* kv : keys.root->kids()) {
+    std::string key = kv->is_str() ? std::string(kv->str()) : kv->is_int() ? std::to_string(kv->i) : "";
     auto it = by_key.find(key);
     if (it == by_key.end()) file.fail(pos, fmt::format("storage key '{}' is not used by any tensor", key));
     Storage& s = ck.storages[it->second];
@@ -194,7 +194,7 @@ void read_pickle(Checkpoint& ck, const Input& in, const Limits& lim) {
                 fmt::format("legacy torch.save stream: magic number {} is not 0x1950a86a20f9469cfc6c",
                             int_value_text(u.root, &file)
                                 .value_or(u.root->kind == PKind::Float ? std::string("(a float)")
-                                                                       : "'" + std::string(u.root->s.substr(0, 40)) +
+                                                                       : "'" + std::string(u.root->str().substr(0, 40)) +
                                                                              "' (text Python does not read as an int)")));
     case LegacyMagic::None: break;
   }
@@ -407,8 +407,8 @@ struct Tens {
 
 // A Python dict key, typed ("i5", "s5", "b5"): deserialized_objects is keyed by what the pickles hold.
 std::string key_of(const Value* k, const ByteView& v, uint64_t at, const char* what) {
-  if (k && k->is_str()) return "s" + std::string(k->s);
-  if (k && k->kind == PKind::Bytes) return "b" + std::string(k->s);
+  if (k && k->is_str()) return "s" + std::string(k->str());
+  if (k && k->kind == PKind::Bytes) return "b" + std::string(k->str());
   if (auto t = int_value_text(k, &v)) return "i" + *t;
   v.fail(at, fmt::format("{} is not an int or a string", what));
 }
@@ -416,7 +416,7 @@ std::string key_of(const Value* k, const ByteView& v, uint64_t at, const char* w
 // deserialized_objects[int(saved_id)]: int() of a string or bytes is base 10.
 std::optional<std::string> pid_key(const Value* pid, const ByteView& v) {
   if (pid && (pid->is_str() || pid->kind == PKind::Bytes)) {
-    auto t = python_int_text(pid->s, 10);
+    auto t = python_int_text(pid->str(), 10);
     return t ? std::optional<std::string>("i" + *t) : std::nullopt;
   }
   if (auto t = int_value_text(pid, &v)) return "i" + *t;
@@ -424,7 +424,7 @@ std::optional<std::string> pid_key(const Value* pid, const ByteView& v) {
 }
 
 const Value* items_of(const Value* v, size_t n) {
-  return v && (v->kind == PKind::Tuple || v->kind == PKind::List) && v->items.size() == n ? v : nullptr;
+  return v && (v->kind == PKind::Tuple || v->kind == PKind::List) && v->kids().size() == n ? v : nullptr;
 }
 
 uint64_t count_of(const Unpickled& u, const ByteView& v, const Limits& lim, const char* what) {
@@ -444,13 +444,13 @@ Value* make_int(Heap& h, int64_t x, uint64_t at) {
 
 Value* make_str(Heap& h, std::string s, uint64_t at) {
   Value* v = h.make(PKind::Str, at);
-  v->s = h.keep(std::move(s));
+  v->set_str(h.keep(std::move(s)));
   return v;
 }
 
 Value* tuple_value(Heap& h, const std::vector<Value*>& items, uint64_t at) {
   Value* v = h.make(PKind::Tuple, at);
-  v->items.assign(h, items);
+  v->mut_kids().assign(h, items);
   return v;
 }
 
@@ -460,7 +460,7 @@ void become_tensor(Value* node, const Tens& t, Heap& h) {
   const uint64_t at = node->offset;
   const Stor& s = *t.storage;
   Value* fn = h.make(PKind::Global, at);
-  fn->s = "torch._utils";
+  fn->set_str("torch._utils");
   h.ext(fn)->name = "_rebuild_tensor_v2";
   Value* pid = tuple_value(h,
                            {make_str(h, "storage", at), const_cast<Value*>(s.cls), make_str(h, display_key(s.root), at),
@@ -492,9 +492,9 @@ void resolve_pids(Value* root, Heap& h, const std::unordered_map<std::string, Te
     if (seen.size() > lim.walk_nodes) pv.fail(0, fmt::format("object graph has more than {} nodes to visit", lim.walk_nodes));
     if (v->kind == PKind::PersId) {
       const Value* pid = v->args();
-      if (pid && pid->kind == PKind::Tuple && !pid->items.empty()) {  // (class, source_file, source): the class
+      if (pid && pid->kind == PKind::Tuple && !pid->kids().empty()) {  // (class, source_file, source): the class
         const uint64_t at = v->offset;
-        *v = *pid->items[0];
+        *v = *pid->kids()[0];
         v->offset = at;
         todo.push_back(v->callable());
         todo.push_back(v->args());
@@ -510,7 +510,7 @@ void resolve_pids(Value* root, Heap& h, const std::unordered_map<std::string, Te
       pv.fail(v->offset,
               fmt::format("persistent id {} names no tensor or storage of the tensors / storages members", display_key(*key)));
     }
-    for (Value* c : v->items) todo.push_back(c);
+    for (Value* c : v->kids()) todo.push_back(c);
     if (v->ext) {
       todo.push_back(v->ext->callable);
       todo.push_back(v->ext->args);
@@ -552,14 +552,14 @@ void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
     const Value* t = items_of(a.root, 3);
     if (!t) sv.fail(at, "storage record is not a (key, location, storage type) tuple");
     Stor s;
-    s.root = key_of(t->items[0], sv, at, "storage key");
-    s.cls = t->items[2];
+    s.root = key_of(t->kids()[0], sv, at, "storage key");
+    s.cls = t->kids()[2];
     if (s.cls->kind != PKind::Global) sv.fail(at, "storage type is not a global");
-    s.dtype = dtype_by_storage_class(s.cls->s == "torch.cuda" ? "cuda." + std::string(s.cls->name())
+    s.dtype = dtype_by_storage_class(s.cls->str() == "torch.cuda" ? "cuda." + std::string(s.cls->name())
                                                               : std::string(s.cls->name()));
     if (!s.dtype) sv.fail(at, fmt::format("unknown storage type {}", s.cls->qualified()));
-    if (!t->items[1]->is_str()) sv.fail(at, "storage location is not a string");
-    s.location = std::string(t->items[1]->s);
+    if (!t->kids()[1]->is_str()) sv.fail(at, "storage location is not a string");
+    s.location = std::string(t->kids()[1]->str());
     const int64_t numel = sv.le<int64_t>(a.end);
     uint64_t nbytes;
     if (numel < 0 || mul_overflows(static_cast<uint64_t>(numel), s.dtype->itemsize, &nbytes))
@@ -573,13 +573,13 @@ void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
   }
   Unpickled views = unpickle(sv, pos, heap, lim);
   if (views.root->kind != PKind::List && views.root->kind != PKind::Tuple) sv.fail(pos, "storage view list is not a list");
-  for (const Value* vw : views.root->items) {
+  for (const Value* vw : views.root->kids()) {
     const Value* t = items_of(vw, 4);
     if (!t) sv.fail(vw->offset, "storage view is not a (key, root key, offset, numel) tuple");
-    auto root = storages.find(key_of(t->items[1], sv, vw->offset, "storage view root"));
+    auto root = storages.find(key_of(t->kids()[1], sv, vw->offset, "storage view root"));
     if (root == storages.end()) sv.fail(vw->offset, "storage view names a root storage the member does not have");
-    const Value* off = t->items[2];
-    const Value* num = t->items[3];
+    const Value* off = t->kids()[2];
+    const Value* num = t->kids()[3];
     if (!off->is_int() || !num->is_int() || off->i < 0 || num->i < 0)
       sv.fail(vw->offset, "storage view offset / numel is not an int >= 0");
     Stor s = root->second;  // a slice of a slice is a slice of the root; Python clamps it to the root's end
@@ -588,7 +588,7 @@ void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
     const uint64_t stop = std::min<uint64_t>(static_cast<uint64_t>(off->i + num->i) * item, s.byte_len);
     s.byte_offset += start;
     s.byte_len = stop > start ? stop - start : 0;
-    storages[key_of(t->items[0], sv, vw->offset, "storage view key")] = s;
+    storages[key_of(t->kids()[0], sv, vw->offset, "storage view key")] = s;
   }
 
   // tensors: (key, storage, type) and the sizes / strides / offset after each
@@ -601,8 +601,8 @@ void read_torch_tar(Checkpoint& ck, const Input& in, const Limits& lim) {
     Unpickled a = unpickle(tv, pos, heap, lim);
     const Value* t = items_of(a.root, 3);
     if (!t) tv.fail(at, "tensor record is not a (key, storage key, tensor type) tuple");
-    const std::string key = key_of(t->items[0], tv, at, "tensor key");
-    auto st = storages.find(key_of(t->items[1], tv, at, "tensor storage key"));
+    const std::string key = key_of(t->kids()[0], tv, at, "tensor key");
+    auto st = storages.find(key_of(t->kids()[1], tv, at, "tensor storage key"));
     if (st == storages.end())
       tv.fail(at, fmt::format("tensor {} names a storage the storages member does not have", display_key(key)));
     Tens x;
@@ -719,9 +719,9 @@ TarPickles torch_tar_pickles(const ByteView& file, const Limits& lim) {
       for (uint64_t k = 0, count = tar::count_of(n, *sv, lim, "storage"); k < count; ++k) {
         Unpickled a = take("storages", *sv, pos);
         const Value* t = tar::items_of(a.root, 3);
-        const Value* cls = t ? t->items[2] : nullptr;
+        const Value* cls = t ? t->kids()[2] : nullptr;
         const DType* dt = cls && cls->kind == PKind::Global
-                              ? dtype_by_storage_class(cls->s == "torch.cuda" ? "cuda." + std::string(cls->name())
+                              ? dtype_by_storage_class(cls->str() == "torch.cuda" ? "cuda." + std::string(cls->name())
                                                                               : std::string(cls->name()))
                               : nullptr;
         if (!dt) sv->fail(pos, "storage record names no storage type, so the bytes after it cannot be skipped");

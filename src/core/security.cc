@@ -401,8 +401,8 @@ class Scanner {
   void nested(const Unpickled& u, const std::string& member, int depth) {
     for (const Value* v : u.nested_loads) {
       const Value* a = v->args();
-      if (a && a->kind == PKind::Tuple && !a->items.empty() && a->items[0]->kind == PKind::Bytes) {
-        auto blob = MappedFile::from_memory(std::string(a->items[0]->s), "");
+      if (a && a->kind == PKind::Tuple && !a->kids().empty() && a->kids()[0]->kind == PKind::Bytes) {
+        auto blob = MappedFile::from_memory(std::string(a->kids()[0]->str()), "");
         file(blob->view(), fmt::format("{}+0x{:x}", member, v->offset), depth + 1);
       }
     }

@@ -133,7 +133,7 @@ std::optional<std::string> int_value_text(const Value* v, const ByteView* pkl) {
   if (v->kind == PKind::Bool) return std::string(v->b ? "1" : "0");
   if (v->kind != PKind::BigInt) return std::nullopt;
   const uint8_t op = pkl && v->offset < pkl->size() ? pkl->u8(v->offset) : 0;
-  std::string_view s = v->s;
+  std::string_view s = v->str();
   if (op == 'I') return python_int_text(s, 0);  // load_int: the line as it is
   if (op == 'L') {  // load_long: one trailing 'L' dropped
     if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
@@ -208,21 +208,21 @@ namespace {
 
 const Value* arg(const Value* call, size_t k, const TorchInterpreter* /*unused*/ = nullptr) {
   const Value* a = call->args();
-  if (!a || (a->kind != PKind::Tuple && a->kind != PKind::List) || k >= a->items.size()) return nullptr;
-  return a->items[k];
+  if (!a || (a->kind != PKind::Tuple && a->kind != PKind::List) || k >= a->kids().size()) return nullptr;
+  return a->kids()[k];
 }
 
 size_t nargs(const Value* call) {
   const Value* a = call->args();
-  return a && (a->kind == PKind::Tuple || a->kind == PKind::List) ? a->items.size() : 0;
+  return a && (a->kind == PKind::Tuple || a->kind == PKind::List) ? a->kids().size() : 0;
 }
 
 }  // namespace
 
 TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* pid, const Value* at) const {
-  if (!pid || pid->kind != PKind::Tuple || pid->items.size() < 5 || !pid->items[0]->is_str() || pid->items[0]->s != "storage")
+  if (!pid || pid->kind != PKind::Tuple || pid->kids().size() < 5 || !pid->kids()[0]->is_str() || pid->kids()[0]->str() != "storage")
     fail(at, "persistent id is not a ('storage', type, key, location, numel) tuple");
-  const auto& it = pid->items;
+  const auto& it = pid->kids();
   StorageId id = storage_id(it[1], it[2], it[3], it[4]->is_int() ? std::optional<int64_t>(it[4]->i) : std::nullopt, at);
   if (it.size() > 5 && it[5]->kind == PKind::Tuple) id.view = it[5];
   return id;
@@ -234,12 +234,12 @@ TorchInterpreter::StorageId TorchInterpreter::storage_id(const Value* cls, const
   if (cls->kind != PKind::Global) fail(at, "storage type in persistent id is not a global");
   if (cls->name() == "UntypedStorage") id.dtype = dtype_uint8();
   else id.dtype = dtype_by_storage_class(cls->name());  // torch.cuda.FloatStorage: the same dtype
-  if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->s, cls->name()));
-  if (key->is_str()) id.key = key->s;
+  if (!id.dtype) fail(at, fmt::format("unknown storage type {}.{}", cls->str(), cls->name()));
+  if (key->is_str()) id.key = key->str();
   else if (key->is_int()) id.key = std::to_string(key->i);
   else fail(at, "storage key is neither a string nor an int");
   if (!location->is_str()) fail(at, "storage location is not a string");
-  id.location = location->s;
+  id.location = location->str();
   if (!numel || *numel < 0) fail(at, "storage size is not a non-negative int");
   id.numel = static_cast<uint64_t>(*numel);
   return id;
@@ -249,9 +249,9 @@ bool TorchInterpreter::is_tensor(const Value* v) const {
   if (!v || v->kind != PKind::Object) return false;
   const Value* c = v->callable();
   if (!c || c->kind != PKind::Global) return false;
-  if (c->s == "torch._utils") return c->name().rfind("_rebuild_", 0) == 0 && c->name() != "_rebuild_qtensor_params";
-  if (c->s == "torch._tensor") return c->name() == "_rebuild_from_type_v2" || c->name() == "_rebuild_from_type";
-  if (c->s == "torch.nn.parameter") return c->name() == "UninitializedParameter" || c->name() == "UninitializedBuffer";
+  if (c->str() == "torch._utils") return c->name().rfind("_rebuild_", 0) == 0 && c->name() != "_rebuild_qtensor_params";
+  if (c->str() == "torch._tensor") return c->name() == "_rebuild_from_type_v2" || c->name() == "_rebuild_from_type";
+  if (c->str() == "torch.nn.parameter") return c->name() == "UninitializedParameter" || c->name() == "UninitializedBuffer";
   return false;
 }
 
@@ -267,10 +267,10 @@ Ints int_list(const Value* x) {
   Ints r;
   if (!x) return r;
   if (x->kind == PKind::Object && x->qualified() == "torch.Size" && x->args() && x->args()->kind == PKind::Tuple &&
-      x->args()->items.size() == 1)
-    x = x->args()->items[0];
+      x->args()->kids().size() == 1)
+    x = x->args()->kids()[0];
   if (x->kind != PKind::Tuple && x->kind != PKind::List) return r;
-  for (const Value* e : x->items) {
+  for (const Value* e : x->kids()) {
     if (!e->is_int()) return r;
     r.v.push_back(e->i);
   }
@@ -304,7 +304,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   const std::string_view fn = c->name();
 
   auto need = [&](size_t n) {
-    if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->s, fn, name, nargs(v), n));
+    if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), fn, name, nargs(v), n));
   };
   auto dims = [&](std::span<const int64_t> sz, std::span<const int64_t> st) {
     if (sz.size() != st.size()) fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.size(), st.size()));
@@ -339,10 +339,10 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     if (!offset || *offset < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
     t.offset = *offset;
     // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
-    if (pid && pid->kind == PKind::Tuple && pid->items.size() > 5) {
-      const Value* view = pid->items[5];
-      if (view->kind == PKind::Tuple && view->items.size() >= 2 && view->items[1]->is_int() && view->items[1]->i >= 0)
-        t.offset += view->items[1]->i;
+    if (pid && pid->kind == PKind::Tuple && pid->kids().size() > 5) {
+      const Value* view = pid->kids()[5];
+      if (view->kind == PKind::Tuple && view->kids().size() >= 2 && view->kids()[1]->is_int() && view->kids()[1]->i >= 0)
+        t.offset += view->kids()[1]->i;
     }
     bytes_of();
     if (t.numel > 0) {
@@ -371,7 +371,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     return t;
   }
 
-  if (c->s == "torch.nn.parameter") {  // UninitializedParameter(requires_grad) / UninitializedBuffer
+  if (c->str() == "torch.nn.parameter") {  // UninitializedParameter(requires_grad) / UninitializedBuffer
     t.state = TensorState::Uninitialized;
     t.requires_grad = truthy(arg(v, 0));
     t.kind = fn == "UninitializedBuffer" ? TensorKind::Buffer : TensorKind::Parameter;
@@ -382,7 +382,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     t.device = "";
     return t;
   }
-  if (c->s == "torch._tensor") {  // _rebuild_from_type_v2(func, type, args, state)
+  if (c->str() == "torch._tensor") {  // _rebuild_from_type_v2(func, type, args, state)
     need(3);
     const Value* func = arg(v, 0);
     const Value* type = arg(v, 1);
@@ -456,18 +456,18 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     with_storage(arg(v, 0), arg(v, 1), nullptr);
     t.layout = Layout::Quantized;
     const Value* qp = arg(v, 4);
-    if (qp && qp->kind == PKind::Tuple && !qp->items.empty() && qp->items[0]->kind == PKind::Global)
-      t.x.mut().qscheme = qp->items[0]->name();
-    if (qp && qp->kind == PKind::Tuple && qp->items.size() >= 3 && t.x->qscheme.find("per_tensor_affine") != std::string::npos) {
-      const Value* sc = qp->items[1];
-      const Value* zp = qp->items[2];
+    if (qp && qp->kind == PKind::Tuple && !qp->kids().empty() && qp->kids()[0]->kind == PKind::Global)
+      t.x.mut().qscheme = qp->kids()[0]->name();
+    if (qp && qp->kind == PKind::Tuple && qp->kids().size() >= 3 && t.x->qscheme.find("per_tensor_affine") != std::string::npos) {
+      const Value* sc = qp->kids()[1];
+      const Value* zp = qp->kids()[2];
       if (sc && sc->kind == PKind::Float) t.x.mut().q_scale = sc->f;
       if (sc && sc->is_int()) t.x.mut().q_scale = static_cast<double>(sc->i);
       if (zp && zp->is_int()) t.x.mut().q_zero_point = zp->i;
     }
     // Per-channel scales and zero points are tensors with storages of their own.
     if (qp && qp->kind == PKind::Tuple)
-      for (const Value* q : qp->items)
+      for (const Value* q : qp->kids())
         if (is_tensor(q)) tensor(q, name + " (qparams)");
     t.requires_grad = truthy(arg(v, 5));
     return t;
@@ -476,13 +476,13 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     need(2);
     const Value* layout = arg(v, 0);
     const Value* data = arg(v, 1);
-    if (!data || data->kind != PKind::Tuple || data->items.size() < 3)
+    if (!data || data->kind != PKind::Tuple || data->kids().size() < 3)
       fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
     // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
     std::string_view named = "sparse";
     if (layout && layout->kind == PKind::Global) named = layout->name();
     if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
-      named = arg(layout, 0)->s;
+      named = arg(layout, 0)->str();
       if (named.substr(0, 6) == "torch.") named.remove_prefix(6);
     }
     t.layout = layout_from_name(named);
@@ -490,11 +490,11 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     const bool coo = t.layout == Layout::SparseCoo;
     // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
     const size_t nparts = coo ? 2 : 3;
-    if (data->items.size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
+    if (data->kids().size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
     uint64_t stored = 0;
     for (size_t k = 0; k < nparts; ++k) {
-      if (!is_tensor(data->items[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
-      Tensor part = tensor(data->items[k], name);
+      if (!is_tensor(data->kids()[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
+      Tensor part = tensor(data->kids()[k], name);
       stored += part.bytes;
       if (k == nparts - 1) {
         t.dtype = part.dtype;
@@ -502,7 +502,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
         t.storage = part.storage;
       }
     }
-    Ints sz = int_list(data->items[nparts]);
+    Ints sz = int_list(data->kids()[nparts]);
     if (!sz.ok) fail(v, fmt::format("sparse tensor '{}' has no size", name));
     uint64_t numel = 1;
     for (int64_t d : sz.v) {
@@ -528,7 +528,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
     if (!is_tensor(arg(v, 0))) fail(v, fmt::format("'{}' does not wrap a CPU tensor", name));
     t = tensor(arg(v, 0), name);
     t.identity = v;
-    if (const Value* dev = arg(v, 2); dev && dev->is_str()) t.device = dev->s;
+    if (const Value* dev = arg(v, 2); dev && dev->is_str()) t.device = dev->str();
     t.requires_grad = truthy(arg(v, 3));
     return t;
   }
@@ -584,7 +584,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
       if (!p[k]->is_str() || p[k + 1]->kind == PKind::None) continue;
       if (!is_tensor(p[k + 1])) continue;
       if (ck_.tensors.size() >= lim_.tensors) fail(p[k + 1], fmt::format("more than {} tensors", lim_.tensors));
-      Tensor t = tensor(p[k + 1], join_path(path, std::string(p[k]->s)));
+      Tensor t = tensor(p[k + 1], join_path(path, std::string(p[k]->str())));
       t.kind = kind;
       t.kind_inferred = false;
       ck_.tensors.push_back(std::move(t));
@@ -595,7 +595,7 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
   const auto& sub = st->get("_modules")->pairs();
   for (size_t k = 0; k + 1 < sub.size(); k += 2) {
     if (!sub[k]->is_str() || !is_module(sub[k + 1])) continue;
-    walk_module(sub[k + 1], join_path(path, std::string(sub[k]->s)), depth + 1);
+    walk_module(sub[k + 1], join_path(path, std::string(sub[k]->str())), depth + 1);
   }
 }
 
@@ -635,14 +635,14 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
       if (!key->is_str() && !key->is_int()) continue;
       child.assign(path);
       if (!path.empty()) child += '.';
-      if (key->is_str()) child += key->s;
+      if (key->is_str()) child += key->str();
       else child += std::to_string(key->i);
       collect(p[k + 1], child, depth + 1);
     }
     return;
   }
   if (v->kind == PKind::List || v->kind == PKind::Tuple) {
-    for (size_t k = 0; k < v->items.size(); ++k) collect(v->items[k], join_path(path, std::to_string(k)), depth + 1);
+    for (size_t k = 0; k < v->kids().size(); ++k) collect(v->kids()[k], join_path(path, std::to_string(k)), depth + 1);
   }
 }
 
@@ -700,7 +700,7 @@ void TorchInterpreter::lightning(const Value* root) {
       if (x->kind == PKind::Dict || x->kind == PKind::Object)
         for (const Value* e : x->pairs()) todo.push_back({e, d + 1});
       if (x->kind == PKind::List || x->kind == PKind::Tuple)
-        for (const Value* e : x->items) todo.push_back({e, d + 1});
+        for (const Value* e : x->kids()) todo.push_back({e, d + 1});
     }
     return c;
   };
@@ -713,8 +713,8 @@ void TorchInterpreter::lightning(const Value* root) {
       budget();
       // collections.Counter (MultiStepLR's milestones) and defaultdict: the dict they are made from
       if (x->kind == PKind::Object && (x->qualified() == "collections.Counter" || x->qualified() == "collections.defaultdict") &&
-          x->args() && !x->args()->items.empty() && x->args()->items[x->args()->items.size() - 1]->kind == PKind::Dict)
-        return self(x->args()->items[x->args()->items.size() - 1]);
+          x->args() && !x->args()->kids().empty() && x->args()->kids()[x->args()->kids().size() - 1]->kind == PKind::Dict)
+        return self(x->args()->kids()[x->args()->kids().size() - 1]);
       if (x->kind == PKind::Float && !std::isfinite(x->f))  // JSON has no inf / nan: as Python prints them
         return J(std::isnan(x->f) ? "nan" : x->f > 0 ? "inf" : "-inf");
       if (!is_tensor(x)) return std::nullopt;
@@ -732,7 +732,7 @@ void TorchInterpreter::lightning(const Value* root) {
   };
   auto each = [](const Value* v) {  // a list's items, or the one state
     std::vector<const Value*> out;
-    if (v && (v->kind == PKind::List || v->kind == PKind::Tuple)) out.assign(v->items.begin(), v->items.end());
+    if (v && (v->kind == PKind::List || v->kind == PKind::Tuple)) out.assign(v->kids().begin(), v->kids().end());
     else if (v) out.push_back(v);
     return out;
   };
@@ -744,7 +744,7 @@ void TorchInterpreter::lightning(const Value* root) {
       for (size_t j = 0; j + 1 < gp.size(); j += 2) {
         if (!gp[j]->is_str()) continue;
         const Value* gv = gp[j + 1];
-        gj[std::string(gp[j]->s)] = gp[j]->s == "params" ? J(gv->kind == PKind::List || gv->kind == PKind::Tuple ? gv->items.size() : 0)
+        gj[std::string(gp[j]->str())] = gp[j]->str() == "params" ? J(gv->kind == PKind::List || gv->kind == PKind::Tuple ? gv->kids().size() : 0)
                                                           : details(gv);
       }
       groups.push_back(std::move(gj));
@@ -757,8 +757,8 @@ void TorchInterpreter::lightning(const Value* root) {
         budget();
         const auto& ep = sp[j + 1]->pairs();
         for (size_t e = 0; e + 1 < ep.size() && keys.size() < 64; e += 2)
-          if (ep[e]->is_str() && std::find(keys.begin(), keys.end(), J(std::string(ep[e]->s))) == keys.end())
-            keys.push_back(std::string(ep[e]->s));
+          if (ep[e]->is_str() && std::find(keys.begin(), keys.end(), J(std::string(ep[e]->str()))) == keys.end())
+            keys.push_back(std::string(ep[e]->str()));
       }
     }
     tr.details["optimizers"].push_back(
@@ -766,7 +766,7 @@ void TorchInterpreter::lightning(const Value* root) {
   };
   for (size_t k = 0; k + 1 < p.size(); k += 2) {
     if (!p[k]->is_str()) continue;
-    const std::string key(p[k]->s);
+    const std::string key(p[k]->str());
     const Value* val = p[k + 1];
     if (key == ck_.model_key) continue;
     if (key == "optimizer_states" || key == "optimizer" || key == "optimizers") {
@@ -780,7 +780,7 @@ void TorchInterpreter::lightning(const Value* root) {
     } else if (key == "callbacks" && dict_like(val)) {
       const auto& cb = val->pairs();
       for (size_t j = 0; j + 1 < cb.size(); j += 2)
-        if (cb[j]->is_str()) tr.details["callbacks"].push_back(J{{"key", std::string(cb[j]->s)}, {"state", details(cb[j + 1])}});
+        if (cb[j]->is_str()) tr.details["callbacks"].push_back(J{{"key", std::string(cb[j]->str())}, {"state", details(cb[j + 1])}});
     } else if (key == "loops" && dict_like(val)) {
       tr.details["loops"] = details(val);
     } else if ((key == "native_amp_scaling_state" || key == "amp_scaling_state" ||
@@ -791,13 +791,13 @@ void TorchInterpreter::lightning(const Value* root) {
   }
   for (size_t k = 0; k + 1 < p.size(); k += 2) {
     if (!p[k]->is_str()) continue;
-    const std::string key(p[k]->s);
+    const std::string key(p[k]->str());
     const Value* val = p[k + 1];
     if (key == ck_.model_key) continue;
     if (key == "callbacks" && dict_like(val)) {
       std::vector<std::string> names;
       const auto& cb = val->pairs();
-      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? std::string(cb[j]->s) : std::string("?"));
+      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? std::string(cb[j]->str()) : std::string("?"));
       tr.claim(key);
       tr.callbacks = std::move(names);
       const TensorCount held = tensor_stats(val);  // e.g. ModelCheckpoint's best_model_score
@@ -808,14 +808,14 @@ void TorchInterpreter::lightning(const Value* root) {
     } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
                key == "scheduler" || key == "schedulers") {
       const TensorCount held = tensor_stats(val);
-      const uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->items.size() : 1;
+      const uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->kids().size() : 1;
       tr.claim(key);
       tr.states.emplace_back(key, TrainingInfo::State{count, held});
     } else if (key == "loops" && dict_like(val)) {
       std::vector<std::string> names;
       const auto& lp = val->pairs();
       for (size_t j = 0; j + 1 < lp.size(); j += 2)
-        if (lp[j]->is_str()) names.push_back(std::string(lp[j]->s));
+        if (lp[j]->is_str()) names.push_back(std::string(lp[j]->str()));
       tr.claim(key);
       tr.loops = std::move(names);
     } else {

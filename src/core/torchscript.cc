@@ -277,7 +277,7 @@ class TsReader {
   }
 
   bool is_module_object(const Value* v) const {
-    if (!is_object(v) || v->callable()->s.substr(0, 9) != "__torch__") return false;
+    if (!is_object(v) || v->callable()->str().substr(0, 9) != "__torch__") return false;
     if (const TsClass* c = class_of(v)) return c->is_module();
     const Value* st = v->state();
     return st && st->kind == PKind::Dict && st->get("training") != nullptr;
@@ -311,19 +311,19 @@ class TsReader {
         hidden(st, join_path(path, "0"), depth + 1, pkl);
         return;
       }
-      const std::vector<std::string> names = getstate_names(cls ? *cls : TsClass{}, st->items.size());
-      for (size_t k = 0; k < st->items.size(); ++k) {
-        const Value* v = st->items[k];
+      const std::vector<std::string> names = getstate_names(cls ? *cls : TsClass{}, st->kids().size());
+      for (size_t k = 0; k < st->kids().size(); ++k) {
+        const Value* v = st->kids()[k];
         if (names[k] == "training" && v->kind == PKind::Bool) ck_.modules[index].training = v->b;
         else member(index, path, names[k], v, depth, pkl);
       }
       return;
     }
     auto has = [](const std::vector<std::string>& v, std::string_view k) { return std::find(v.begin(), v.end(), k) != v.end(); };
-    const auto& p = st->items;
+    const auto& p = st->kids();
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
       if (!p[k]->is_str()) continue;
-      const std::string key(p[k]->s);
+      const std::string key(p[k]->str());
       const Value* v = p[k + 1];
       if (interp_->is_tensor(v)) {
         // Declared classes say which tensors are parameters or buffers; any other is an attribute
@@ -379,11 +379,11 @@ class TsReader {
     if (!on_path_.insert(v).second) return;
     const OnPath leave{on_path_, v};
     if (v->kind == PKind::Tuple || v->kind == PKind::List) {
-      for (size_t k = 0; k < v->items.size(); ++k) hidden(v->items[k], join_path(name, std::to_string(k)), depth + 1, pkl);
+      for (size_t k = 0; k < v->kids().size(); ++k) hidden(v->kids()[k], join_path(name, std::to_string(k)), depth + 1, pkl);
     } else if (v->kind == PKind::Dict) {
-      const auto& p = v->items;
+      const auto& p = v->kids();
       for (size_t k = 0; k + 1 < p.size(); k += 2) {
-        const std::string key = p[k]->is_str()   ? std::string(p[k]->s)
+        const std::string key = p[k]->is_str()   ? std::string(p[k]->str())
                                 : p[k]->is_int() ? std::to_string(p[k]->i)
                                                  : std::to_string(k / 2);
         hidden(p[k + 1], join_path(name, key), depth + 1, pkl);
@@ -392,7 +392,7 @@ class TsReader {
       // torch.jit._pickle.build_tensorlist([...]), restore_type_tag(value, "List[...]") and the like
       // stand for their first argument
       const Value* a = v->args();
-      if (a && !a->items.empty() && v->qualified().rfind("torch.jit._pickle.", 0) == 0) hidden(a->items[0], name, depth + 1, pkl);
+      if (a && !a->kids().empty() && v->qualified().rfind("torch.jit._pickle.", 0) == 0) hidden(a->kids()[0], name, depth + 1, pkl);
       if (const Value* st = v->state()) hidden(st, name, depth + 1, pkl);
     }
   }
@@ -416,7 +416,7 @@ class TsReader {
       cs.bytes += t.bytes;
       return;
     }
-    for (const Value* c : v->items) constant_tensors(interp, c, name, depth + 1, pkl, cs, visited);
+    for (const Value* c : v->kids()) constant_tensors(interp, c, name, depth + 1, pkl, cs, visited);
     if (v->kind == PKind::Object) {
       if (v->args()) constant_tensors(interp, v->args(), name, depth + 1, pkl, cs, visited);
       if (v->state()) constant_tensors(interp, v->state(), name, depth + 1, pkl, cs, visited);
@@ -446,11 +446,11 @@ class TsReader {
     TorchInterpreter interp(ck_, pkl, lim_, constant_locator(pkl));
     interp.set_in_model(false);
     TsConstants cs;
-    cs.count = u.root->items.size();
+    cs.count = u.root->kids().size();
     std::unordered_set<const Value*> visited;
     if (u.root->kind == PKind::Tuple || u.root->kind == PKind::List) {
-      for (size_t k = 0; k < u.root->items.size(); ++k) {
-        const Value* c = u.root->items[k];
+      for (size_t k = 0; k < u.root->kids().size(); ++k) {
+        const Value* c = u.root->kids()[k];
         TsConstant item;
         item.name = fmt::format("c{}", k);  // code/ refers to it as CONSTANTS.c<k>
         if (!interp.is_tensor(c)) {
