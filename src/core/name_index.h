@@ -96,6 +96,11 @@ inline std::optional<uint32_t> decimal_name(std::string_view name) {
 // stay near the count of keys (no hashing), any other key (or a sparse number) in the NameIndex.
 class KeyIndex {
  public:
+  // Whether try_emplace would index `key` by its number (and keep no view of it).
+  bool by_number(std::string_view key) const {
+    const std::optional<uint32_t> n = decimal_name(key);
+    return n && *n <= 2 * size_ + 1024;
+  }
   std::pair<uint32_t, bool> try_emplace(std::string_view key, uint32_t pos) {
     if (const uint32_t* at = find(key)) return {*at, false};
     const std::optional<uint32_t> n = decimal_name(key);

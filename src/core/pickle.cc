@@ -63,14 +63,17 @@ void Heap::Unmap::operator()(unsigned char* p) const {
 }
 
 void Kids::push(Heap& h, Value* v) {
-  if (n_ == cap_) {
-    const uint32_t cap = cap_ ? cap_ * 2 : 4;
-    auto** p = static_cast<Value**>(h.alloc(sizeof(Value*) * cap, alignof(Value*)));
-    if (n_) std::memcpy(p, p_, sizeof(Value*) * n_);
-    p_ = p;
-    cap_ = cap;
-  }
+  if (n_ == cap_) reserve(h, cap_ ? size_t{cap_} * 2 : 4);
   p_[n_++] = v;
+}
+
+void Kids::reserve(Heap& h, size_t n) {
+  if (n <= cap_) return;
+  const size_t cap = cap_ ? std::max<size_t>(n, size_t{cap_} * 2) : n;  // the first room is exactly what is asked
+  auto** p = static_cast<Value**>(h.alloc(sizeof(Value*) * cap, alignof(Value*)));
+  if (n_) std::memcpy(p, p_, sizeof(Value*) * n_);
+  p_ = p;
+  cap_ = static_cast<uint32_t>(cap);
 }
 
 void Kids::assign(Heap& h, std::span<Value* const> vs) {
@@ -88,6 +91,8 @@ Value* Value::get(std::string_view key) const {
 }
 
 namespace {
+
+constexpr uint64_t kReadPastStep = uint64_t{4} << 20;  // how often unpickle tells `read_past`
 
 // The cursor as Python's C unpickler moves over a file object without peek() (torch.load reads data.pkl
 // through io.BytesIO): FRAME reads the whole frame into a buffer, and a read that does not fit in what
@@ -170,8 +175,9 @@ Value kDropped;
 
 class Machine {
  public:
-  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file, bool pack)
-      : c_(data, start, file), heap_(heap), lim_(limits), pack_(pack) {}
+  Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file, bool pack,
+          const std::function<void(uint64_t)>* read_past)
+      : c_(data, start, file), heap_(heap), lim_(limits), pack_(pack), read_past_(read_past) {}
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
@@ -400,6 +406,7 @@ class Machine {
     if (target->kind != PKind::Dict && target->kind != PKind::Object)
       fail(fmt::format("target is not a dict (it is a {})", kind_name(target)));
     Kids& dst = target->kind == PKind::Dict ? target->mut_kids() : heap_.ext(target)->dict;
+    dst.reserve(heap_, dst.size() + kv.size());  // a dict set once ({'version': 1}) takes no room to spare
     for (Value* v : kv) {
       note_child(target, v);
       dst.push(heap_, v);
@@ -464,6 +471,7 @@ class Machine {
     size_t nested = 0;
   };
   bool pack_ = false;
+  const std::function<void(uint64_t)>* read_past_ = nullptr;  // told, now and then, how far the machine has read
   std::vector<MarkAt> mark_at_;
   MarkAt popped_at_;
   std::vector<uint64_t> memo_log_;  // memo keys put since the outermost open MARK
@@ -644,8 +652,13 @@ Value* Machine::try_pack(Value* fn, Value* args) {
 
 Unpickled Machine::run() {
   uint64_t ops = 0;
+  uint64_t tell_at = kReadPastStep;
   for (;;) {
     op_at_ = c_.pos();
+    if (read_past_ && op_at_ >= tell_at) {
+      (*read_past_)(op_at_);
+      tell_at = op_at_ + kReadPastStep;
+    }
     if (c_.at_end()) {
       op_name_ = "pickle";
       fail(stack_.empty() ? "data ends before any opcode" : "data ends before STOP");
@@ -988,9 +1001,9 @@ Unpickled Machine::run() {
 }  // namespace
 
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen,
-                   bool as_file, std::optional<FrameDrop>* dropped, bool pack) {
+                   bool as_file, std::optional<FrameDrop>* dropped, bool pack, const std::function<void(uint64_t)>* read_past) {
   for (;;) {
-    Machine m(data, start, heap, limits, as_file, pack);
+    Machine m(data, start, heap, limits, as_file, pack, read_past);
     try {
       return m.run();
     } catch (const Repack&) {

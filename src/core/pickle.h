@@ -61,6 +61,7 @@ class Kids {
   Value* const* end() const { return p_ + n_; }
   Value* front() const { return p_[0]; }
   void push(Heap& h, Value* v);
+  void reserve(Heap& h, size_t n);  // room for n: exactly n when there is none yet
   void assign(Heap& h, std::span<Value* const> vs);
 
  private:
@@ -298,8 +299,12 @@ std::string bigint_decimal(const Value* v);
 // `pack` packs torch.save's tensor rebuilds (PackedTensor): the same graph as far as anything reading it
 // through Value's accessors can tell, in a third of the memory. When a later opcode fetches a packed
 // argument back from the memo (no torch.save output does), the pickle is run again unpacked.
+// `read_past`, when given, is called every few MiB with an offset that the machine has read past: it
+// reads no byte before it again itself (values made from those bytes may still view them), so a caller can
+// let a mapping's pages go behind it.
 Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, std::vector<GlobalRef>* seen = nullptr,
-                   bool as_file = false, std::optional<FrameDrop>* dropped = nullptr, bool pack = false);
+                   bool as_file = false, std::optional<FrameDrop>* dropped = nullptr, bool pack = false,
+                   const std::function<void(uint64_t)>* read_past = nullptr);
 
 // Maps a Python 2 global to the Python 3 one the unpickler imports (`__builtin__.xrange` ->
 // `builtins.range`, `copy_reg._reconstructor` -> `copyreg._reconstructor`).

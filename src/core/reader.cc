@@ -39,6 +39,8 @@ std::string trimmed(std::string_view s) {
 // under it (get_all_records, which torch.load calls, refuses the archive otherwise), a version record
 // must exist, and names are looked up through ZipReader::find (miniz's lookup, so a repeated or
 // differently cased name resolves to the record torch reads).
+constexpr uint64_t kLetGoMargin = 256 << 10;  // what stays mapped behind the reading of data.pkl
+
 void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
   const ByteView file = in.file->view();
   auto directory = std::make_shared<const ZipReader>(file, lim);
@@ -105,7 +107,18 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
     const std::string_view kept = ck.heap->keep(std::move(inflated));
     pkl = ByteView(reinterpret_cast<const uint8_t*>(kept.data()), kept.size(), pkl.origin(), 0);
   }
-  Unpickled u = unpickle(pkl, 0, *ck.heap, lim, nullptr, false, nullptr, /*pack=*/true);
+  // data.pkl's pages leave this process's memory behind the machine as it reads, and again behind the
+  // interpreter as it walks the state dict (the page cache keeps them: a value read again maps its page
+  // back in): a state dict of a million entries never holds its whole pickle and its graph at once.
+  const bool let_go = pkl_entry->method == 0 && in.file->mapped() && !in.file->remote();
+  uint64_t let_go_to = 0;
+  const std::function<void(uint64_t)> read_past = [&](uint64_t at) {
+    const uint64_t to = std::min<uint64_t>(at > kLetGoMargin ? at - kLetGoMargin : 0, pkl.size());
+    if (to <= let_go_to) return;
+    in.file->release(pkl.data() + let_go_to, to - let_go_to);
+    let_go_to = to;
+  };
+  Unpickled u = unpickle(pkl, 0, *ck.heap, lim, nullptr, false, nullptr, /*pack=*/true, let_go ? &read_past : nullptr);
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
   ck.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too
@@ -113,6 +126,14 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
 
   {
     TorchInterpreter interp(ck, pkl, lim, zip_storage_locator(zip, pre + "data/", pkl));
+    let_go_to = 0;
+    if (let_go) {
+      interp.set_read_past(&read_past);
+      // The central directory's names are read from here on only to name a storage's member (errors,
+      // `load`), which maps its page back in: a million-entry directory is 64 MB.
+      const auto [cd_offset, cd_size] = zip.directory();
+      in.file->release(file.data() + cd_offset, cd_size);
+    }
     interp.interpret(u.root);
   }
   if (ck.format == Format::TorchZip && ck.content == Content::Lightning) ck.format = Format::Lightning;

@@ -12,18 +12,16 @@ namespace ckpt {
 std::string join_path(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
 
 StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const ByteView& pkl) {
-  // The records named exactly <dir><key> are indexed by key at the first lookup (torch.save's 0, 1, 2, ...
-  // by number: KeyIndex). Any other key, or an archive with repeated names, goes through find(), which
-  // answers as torch's miniz does (with no repeats, an exact name is the one record find() would give).
-  return [&zip, dir = std::move(dir), pkl, member = std::string(), by_key = KeyIndex(), indexed = false](
-             Storage& s, const Value* at) mutable {
-    if (!indexed) {
-      indexed = true;
-      if (!zip.repeats())
-        for (size_t i = 0; i < zip.entries().size(); ++i)
-          if (const std::string_view name = zip.entries()[i].name; name.size() > dir.size() && name.compare(0, dir.size(), dir) == 0)
-            by_key.try_emplace(name.substr(dir.size()), static_cast<uint32_t>(i));
-    }
+  // The records named exactly <dir><key> are indexed by key here (torch.save's 0, 1, 2, ... by number:
+  // KeyIndex), so that lookups read no name from the central directory. Any other key, or an archive
+  // with repeated names, goes through find(), which answers as torch's miniz does (with no repeats, an
+  // exact name is the one record find() would give).
+  KeyIndex by_key;
+  if (!zip.repeats())
+    for (size_t i = 0; i < zip.entries().size(); ++i)
+      if (const std::string_view name = zip.entries()[i].name; name.size() > dir.size() && name.compare(0, dir.size(), dir) == 0)
+        by_key.try_emplace(name.substr(dir.size()), static_cast<uint32_t>(i));
+  return [&zip, dir = std::move(dir), pkl, member = std::string(), by_key = std::move(by_key)](Storage& s, const Value* at) mutable {
     const ZipEntry* e = nullptr;
     if (const uint32_t* i = by_key.find(s.key)) {
       e = &zip.entries()[*i];
@@ -194,7 +192,9 @@ size_t TorchInterpreter::storage(StorageId id, const Value* at) {
   locate_(s, at);
   ck_.storages.push_back(std::move(s));
   const auto index = static_cast<uint32_t>(ck_.storages.size() - 1);
-  storage_index_.try_emplace(storage_keys_.emplace_back(std::move(id.key)), index);
+  // torch.save's keys (0, 1, 2, ...) go by number; a view of any other is kept here
+  storage_index_.try_emplace(storage_index_.by_number(id.key) ? std::string_view(id.key) : storage_keys_.emplace_back(std::move(id.key)),
+                             index);
   return index;
 }
 
@@ -632,6 +632,7 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
     std::string child;  // join_path(path, key), in one buffer for every key
     for (size_t k = 0; k + 1 < p.size(); k += 2) {
       const Value* key = p[k];
+      if (read_past_ && k % 8192 == 0 && key->offset > told_) (*read_past_)(told_ = key->offset);
       if (!key->is_str() && !key->is_int()) continue;
       child.assign(path);
       if (!path.empty()) child += '.';

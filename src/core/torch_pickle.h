@@ -53,6 +53,9 @@ class TorchInterpreter {
   // Storages met from now on belong to the model (true) or to something beside it (optimizer state,
   // TorchScript constants).
   void set_in_model(bool in_model) { in_model_ = in_model; }
+  // Told now and then, while a big mapping is walked, a pickle offset that the walk has passed (as
+  // unpickle's `read_past`: values before it are still read when something refers back to them).
+  void set_read_past(const std::function<void(uint64_t)>* f) { read_past_ = f; }
 
  private:
   size_t storage(const Value* pid, const Value* at);
@@ -78,6 +81,8 @@ class TorchInterpreter {
   // container inside itself (torch.load gives the cycle back), and walking into it again would never end.
   std::unordered_set<const Value*> on_path_;
   int rebuild_depth_ = 0;  // tensor rebuilds inside tensor rebuilds (parameters, subclasses, sparse parts)
+  const std::function<void(uint64_t)>* read_past_ = nullptr;
+  uint64_t told_ = 0;  // the last offset read_past_ was told
 };
 
 // Python's int(text, base) for base 0 or 10 (as the C unpickler parses INT / LONG text and as int()

@@ -139,6 +139,8 @@ ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file
     f.fail(eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
 
   entries_.reserve(count);
+  cd_offset_ = cd_offset;
+  cd_size_ = cd_size;
   Cursor c(f.sub(cd_offset, cd_size, "central directory"));
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t rec = c.pos();

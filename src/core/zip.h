@@ -64,9 +64,12 @@ class ZipReader {
   // deflated ones; `storage` keeps the copy alive.
   ByteView content(const ZipEntry& e, std::string* storage, uint64_t max_bytes) const;
   const ByteView& file() const { return file_; }
+  // Where the central directory lies in the file: offset and length.
+  std::pair<uint64_t, uint64_t> directory() const { return {cd_offset_, cd_size_}; }
 
  private:
   ByteView file_;
+  uint64_t cd_offset_ = 0, cd_size_ = 0;
   std::vector<ZipEntry> entries_;
   std::vector<uint64_t> slots_;  // no repeats: open-addressed hash table: index into entries_ | the hash's top 32 bits << 32
   std::vector<uint32_t> sorted_;  // repeats: indices into entries_, in miniz's heap-sorted order
