@@ -94,7 +94,13 @@ TEST_CASE("fast_json: anything but the ordinary shape is left to the full readin
   CHECK_FALSE(fast_index(R"({"weight_map": {}, "weight_map": {}})").has_value());
   const auto index = fast_index(R"({"metadata": {"total_size": 8, "z": [1, 2.5]}, "weight_map": {"b": "s2", "a": "s1"}})");
   REQUIRE(index.has_value());
-  CHECK(index->weight_map == std::vector<std::pair<std::string, std::string>>{{"b", "s2"}, {"a", "s1"}});
+  CHECK(index->weight_map == std::vector<std::pair<std::string, uint32_t>>{{"b", 0}, {"a", 1}});
+  CHECK(index->files == std::vector<std::string>{"s2", "s1"});
+  // each shard kept once, whatever the order its tensors come in
+  const auto mixed = fast_index(R"({"weight_map": {"a": "s1", "b": "s2", "c": "s1", "d": "s1", "e": "s2"}})");
+  REQUIRE(mixed.has_value());
+  CHECK(mixed->files == std::vector<std::string>{"s1", "s2"});
+  CHECK(mixed->weight_map == std::vector<std::pair<std::string, uint32_t>>{{"a", 0}, {"b", 1}, {"c", 0}, {"d", 0}, {"e", 1}});
   REQUIRE(index->metadata.has_value());
   CHECK(nlohmann::json::parse(*index->metadata) == nlohmann::json::parse(R"({"total_size": 8, "z": [1, 2.5]})"));
 }

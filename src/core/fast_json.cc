@@ -85,6 +85,18 @@ std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view te
   return out;
 }
 
+void FastIndex::add(std::string tensor, std::string_view shard) {
+  uint32_t at = 0;
+  if (!files.empty() && files.back() == shard) {  // the common case: a run of one shard's tensors
+    at = static_cast<uint32_t>(files.size() - 1);
+  } else {
+    auto [it, fresh] = file_of_.try_emplace(std::string(shard), static_cast<uint32_t>(files.size()));
+    if (fresh) files.emplace_back(shard);
+    at = it->second;
+  }
+  weight_map.emplace_back(std::move(tensor), at);
+}
+
 std::optional<FastIndex> fast_index(std::string_view text) {
   simdjson::dom::parser parser;
   simdjson::dom::object root;
@@ -104,7 +116,7 @@ std::optional<FastIndex> fast_index(std::string_view text) {
       for (auto e : wm) {
         std::string_view shard;
         if (!names.try_emplace(e.key, 0).second || e.value.get_string().get(shard) != simdjson::SUCCESS) return std::nullopt;
-        out.weight_map.emplace_back(std::string(e.key), std::string(shard));
+        out.add(std::string(e.key), shard);
       }
       weight_map = true;
     }

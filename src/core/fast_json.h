@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -34,8 +35,14 @@ struct FastSafetensorsHeader {
 std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text);
 
 struct FastIndex {
-  std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> shard, in file order, no repeats
+  std::vector<std::string> files;  // the shards the weight_map names, each once, in first-seen order
+  std::vector<std::pair<std::string, uint32_t>> weight_map;  // tensor -> its shard in `files`, in file order, no repeats
   std::optional<std::string> metadata;  // "metadata" as compact JSON text, when present
+  // Appends tensor -> shard (a shard's name is kept once: a million entries name a few dozen files).
+  void add(std::string tensor, std::string_view shard);
+
+ private:
+  std::unordered_map<std::string, uint32_t> file_of_;
 };
 
 // A sharded index: an object with a "weight_map" object of strings (no repeated tensor) and maybe a

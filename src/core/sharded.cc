@@ -60,8 +60,9 @@ FastIndex read_index(const ByteView& v, std::string_view text) {
   FastIndex out;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
     if (!it->is_string()) v.fail(0, fmt::format("weight_map entry '{}' is not a file name", it.key()));
-    out.weight_map.emplace_back(it.key(), it->get<std::string>());
-    if (!beside(out.weight_map.back().second)) not_beside(v, it.key(), out.weight_map.back().second);
+    const std::string& shard = it->get_ref<const std::string&>();
+    if (!beside(shard)) not_beside(v, it.key(), shard);
+    out.add(it.key(), shard);
   }
   if (j.contains("metadata")) out.metadata = j["metadata"].dump();
   return out;
@@ -86,15 +87,11 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   // names what is wrong (fast_json.h).
   std::optional<FastIndex> fast = fast_index(text);
   // A shard that is no file beside the index is named as the full path meets it first (in name order).
-  if (!fast || !std::all_of(fast->weight_map.begin(), fast->weight_map.end(), [&](const auto& e) { return beside(e.second); }))
-    fast = read_index(v, text);
-  std::vector<std::pair<std::string, std::string>>& where = fast->weight_map;
-  std::vector<std::string> shards;  // sorted by file name
-  for (size_t k = 0; k < where.size(); ++k) {
-    const auto& [tensor, shard] = where[k];
-    if (!beside(shard)) not_beside(v, tensor, shard);
-    if (k == 0 || shard != where[k - 1].second) shards.push_back(shard);
-  }
+  if (!fast || !std::all_of(fast->files.begin(), fast->files.end(), beside)) fast = read_index(v, text);
+  const std::vector<std::pair<std::string, uint32_t>>& where = fast->weight_map;
+  const std::vector<std::string>& files = fast->files;
+  std::vector<std::string> shards = files;  // sorted by file name
+
   // tensor -> its entry in `where`: built by the first reading thread before it reads (the others read
   // meanwhile), or here when shards are read in turn.
   NameIndex shard_of;
@@ -111,7 +108,9 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     for (size_t k = 0; k < where.size(); ++k) shard_of.try_emplace(where[k].first, static_cast<uint32_t>(k));
   };
   std::sort(shards.begin(), shards.end());
-  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  std::vector<uint32_t> sorted_of(files.size());  // a file's place in `shards`
+  for (size_t f = 0; f < files.size(); ++f)
+    sorted_of[f] = static_cast<uint32_t>(std::lower_bound(shards.begin(), shards.end(), files[f]) - shards.begin());
   if (fast->metadata) ck.sharded.index_metadata = nlohmann::ordered_json::parse(nlohmann::json::parse(*fast->metadata).dump());
 
   const std::string dir = vfs::parent(index_path);
@@ -140,9 +139,9 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       for (Tensor& t : part.tensors) {
         const uint32_t* at = shard_of.find(t.name);
         if (!at) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
-        if (where[*at].second != shard)
+        if (sorted_of[where[*at].second] != i)
           throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
-                                          where[*at].second));
+                                          files[where[*at].second]));
         held[*at] = 1;
         t.storage = prefixed(shard, t.storage);
         t.shard = static_cast<uint32_t>(i + 1);  // its place in ck.sharded.shards, pushed in this order below
@@ -195,11 +194,11 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
   }
   // The first one missing in name order, as a sorted map of the weight_map would meet it.
-  const std::pair<std::string, std::string>* missing = nullptr;
+  const std::pair<std::string, uint32_t>* missing = nullptr;
   for (size_t k = 0; k < where.size(); ++k)
     if (!held[k] && (!missing || where[k].first < missing->first)) missing = &where[k];
   if (missing)
-    v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", missing->first, missing->second));
+    v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", missing->first, files[missing->second]));
 }
 
 }  // namespace ckpt

@@ -123,11 +123,16 @@ std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
 void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s,
                      std::future<LayerTypes>& types) {
   const bool derived = ck.modules.empty();
-  NameIndex row_of(derived ? ck.tensors.size() / 2 + 1 : ck.modules.size() + 1);  // name -> row, in creation order
+  // Row indices are 32-bit (a reader holds at most 2^32 entries). A derived tree's rows are fewer than
+  // 1.5 per tensor in every layout seen (an MoE's experts: 1.35): room for that at once, no regrowth.
+  const size_t expect = derived ? ck.tensors.size() + ck.tensors.size() / 2 + 1 : ck.modules.size() + 1;
+  NameIndex row_of(expect);  // name -> row, in creation order
   std::vector<std::string_view> names{std::string_view()};
-  std::vector<size_t> parent_of{0};
+  std::vector<uint32_t> parent_of{0};
+  names.reserve(expect);
+  parent_of.reserve(expect);
   row_of.try_emplace(std::string_view(), 0);
-  auto add_row = [&](std::string_view name, size_t parent) -> size_t {
+  auto add_row = [&](std::string_view name, uint32_t parent) -> uint32_t {
     auto [row, fresh] = row_of.try_emplace(name, static_cast<uint32_t>(names.size()));
     if (fresh) {
       names.push_back(name);
@@ -136,15 +141,15 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
     return row;
   };
   for (const Module& m : ck.modules) add_row(m.name, 0);
-  std::vector<size_t> leaf;  // derived: each tensor's deepest row
+  std::vector<uint32_t> leaf;  // derived: each tensor's deepest row
   if (derived) {
     leaf.resize(ck.tensors.size());
     std::string_view last_parent, last_name;
-    size_t last_leaf = 0;
+    uint32_t last_leaf = 0;
     // The rows of the previous name's prefixes: (where the prefix ends, its row). A name that shares the
     // first segments with the previous one (model.layers.3.mlp.experts.7.w1 after ...experts.7.w3) looks up
     // only the prefixes after them.
-    std::vector<std::pair<size_t, size_t>> chain;
+    std::vector<std::pair<size_t, uint32_t>> chain;
     for (size_t k = 0; k < ck.tensors.size(); ++k) {
       const std::string_view name = ck.tensors[k].name;
       const auto last_dot = name.rfind('.');
@@ -171,20 +176,20 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   // Where each row goes: the tree's order as given; a derived tree in pre-order by name segments, keeping
   // first-seen order among siblings (children listed by a counting sort on the parent, then a walk).
   const size_t n = names.size();
-  std::vector<size_t> pos(n);
+  std::vector<uint32_t> pos(n);
   if (!derived) {
-    for (size_t r = 0; r < n; ++r) pos[r] = r;
+    for (size_t r = 0; r < n; ++r) pos[r] = static_cast<uint32_t>(r);
   } else {
-    std::vector<size_t> first_child(n + 1, 0), child(n - 1);
+    std::vector<uint32_t> first_child(n + 1, 0), child(n - 1);
     for (size_t r = 1; r < n; ++r) ++first_child[parent_of[r] + 1];
     for (size_t r = 0; r < n; ++r) first_child[r + 1] += first_child[r];
-    std::vector<size_t> fill(first_child.begin(), first_child.end() - 1);
-    for (size_t r = 1; r < n; ++r) child[fill[parent_of[r]]++] = r;
+    std::vector<uint32_t> fill(first_child.begin(), first_child.end() - 1);
+    for (size_t r = 1; r < n; ++r) child[fill[parent_of[r]]++] = static_cast<uint32_t>(r);
     std::vector<size_t> stack{0};
     for (size_t at = 0; !stack.empty(); ++at) {
       const size_t r = stack.back();
       stack.pop_back();
-      pos[r] = at;
+      pos[r] = static_cast<uint32_t>(at);
       for (size_t c = first_child[r + 1]; c-- > first_child[r];) stack.push_back(child[c]);
     }
   }
