@@ -53,7 +53,6 @@ class Dims {
 
   operator std::vector<int64_t>() const { return {begin(), end()}; }  // NOLINT
   operator std::span<const int64_t>() const { return {data(), size()}; }  // NOLINT
-  std::vector<int64_t> vec() const { return {begin(), end()}; }
 
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
@@ -83,7 +82,6 @@ class Dims {
     if (n_ == cap_) reserve(std::max<size_t>(2 * cap_, kInline));
     data()[n_++] = x;
   }
-  void pop_back() { --n_; }
   void resize(size_t n, int64_t fill = 0) {
     reserve(n);
     for (size_t k = n_; k < n; ++k) data()[k] = fill;
@@ -97,23 +95,9 @@ class Dims {
     std::copy(first, last, data());
     n_ = static_cast<uint32_t>(n);
   }
-  iterator erase(const_iterator at) {
-    auto* p = begin() + (at - begin());
-    std::copy(p + 1, end(), p);
-    --n_;
-    return p;
-  }
-  iterator insert(const_iterator at, int64_t x) {
-    const auto k = static_cast<size_t>(at - begin());
-    push_back(0);
-    std::copy_backward(begin() + k, end() - 1, end());
-    data()[k] = x;
-    return begin() + k;
-  }
 
   friend bool operator==(const Dims& a, const Dims& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
   friend bool operator==(const Dims& a, const std::vector<int64_t>& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
-  friend bool operator<(const Dims& a, const Dims& b) { return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end()); }
 
  private:
   void release() {
@@ -151,7 +135,6 @@ class Boxed {
   Boxed& operator=(Boxed&&) noexcept = default;
   const T& operator*() const { return p_ ? *p_ : none(); }
   const T* operator->() const { return &**this; }
-  bool has_value() const { return p_ != nullptr; }
   T& mut() {
     if (!p_) p_ = std::make_unique<T>();
     return *p_;

@@ -97,14 +97,10 @@ inline std::optional<uint32_t> decimal_name(std::string_view name) {
 class KeyIndex {
  public:
   // Whether try_emplace would index `key` by its number (and keep no view of it).
-  bool by_number(std::string_view key) const {
-    const std::optional<uint32_t> n = decimal_name(key);
-    return n && *n <= 2 * size_ + 1024;
-  }
+  bool by_number(std::string_view key) const { return number_of(key).has_value(); }
   std::pair<uint32_t, bool> try_emplace(std::string_view key, uint32_t pos) {
     if (const uint32_t* at = find(key)) return {*at, false};
-    const std::optional<uint32_t> n = decimal_name(key);
-    if (n && *n <= 2 * size_ + 1024) {
+    if (const std::optional<uint32_t> n = number_of(key)) {
       if (by_number_.size() <= *n) by_number_.resize(std::max<size_t>(*n + 1, by_number_.size() * 2), kNone);
       by_number_[*n] = pos;
     } else {
@@ -121,6 +117,12 @@ class KeyIndex {
   size_t size() const { return size_; }
 
  private:
+  // The number a key goes by: canonical decimal and not so far past the keys so far that the table would
+  // be mostly holes.
+  std::optional<uint32_t> number_of(std::string_view key) const {
+    const std::optional<uint32_t> n = decimal_name(key);
+    return n && *n <= 2 * size_ + 1024 ? n : std::nullopt;
+  }
   static constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> by_number_;
   NameIndex names_;  // views: the keys' bytes must outlive the index
