@@ -56,7 +56,7 @@ TEST_CASE("fast_json: a safetensors header in file order, equal to nlohmann's re
       const FastTensorEntry& e = fast->tensors[k++];
       CHECK(e.name == name);
       CHECK(e.dtype == v["dtype"].get<std::string>());
-      CHECK(e.shape == v["shape"].get<std::vector<int64_t>>());
+      CHECK(std::vector<int64_t>(e.shape) == v["shape"].get<std::vector<int64_t>>());
       CHECK(e.begin == v["data_offsets"][0].get<uint64_t>());
       CHECK(e.end == v["data_offsets"][1].get<uint64_t>());
     }
@@ -94,13 +94,28 @@ TEST_CASE("fast_json: anything but the ordinary shape is left to the full readin
   CHECK_FALSE(fast_index(R"({"weight_map": {}, "weight_map": {}})").has_value());
   const auto index = fast_index(R"({"metadata": {"total_size": 8, "z": [1, 2.5]}, "weight_map": {"b": "s2", "a": "s1"}})");
   REQUIRE(index.has_value());
-  CHECK(index->weight_map == std::vector<std::pair<std::string, uint32_t>>{{"b", 0}, {"a", 1}});
+  CHECK(index->names == std::vector<std::string_view>{"b", "a"});
+  CHECK(index->file_of == std::vector<uint32_t>{0, 1});
+  CHECK(index->find("a") == 1);
+  CHECK(index->find("b") == 0);
+  CHECK(index->find("c") == FastIndex::kNone);
   CHECK(index->files == std::vector<std::string>{"s2", "s1"});
   // each shard kept once, whatever the order its tensors come in
   const auto mixed = fast_index(R"({"weight_map": {"a": "s1", "b": "s2", "c": "s1", "d": "s1", "e": "s2"}})");
   REQUIRE(mixed.has_value());
   CHECK(mixed->files == std::vector<std::string>{"s1", "s2"});
-  CHECK(mixed->weight_map == std::vector<std::pair<std::string, uint32_t>>{{"a", 0}, {"b", 1}, {"c", 0}, {"d", 0}, {"e", 1}});
+  CHECK(mixed->names == std::vector<std::string_view>{"a", "b", "c", "d", "e"});
+  CHECK(mixed->file_of == std::vector<uint32_t>{0, 1, 0, 0, 1});
+  // sorted names (as transformers writes them) are found by binary search, with or without a right hint
+  for (uint32_t k = 0; k < 5; ++k) {
+    CHECK(mixed->find(mixed->names[k]) == k);
+    CHECK(mixed->find(mixed->names[k], k) == k);
+    CHECK(mixed->find(mixed->names[k], (k + 1) % 5) == k);
+  }
+  CHECK(mixed->find("bb") == FastIndex::kNone);
+  CHECK(mixed->find("f", 4) == FastIndex::kNone);
+  // a name repeated after a sorted run is still refused
+  CHECK_FALSE(fast_index(R"({"weight_map": {"a": "s1", "b": "s1", "c": "s1", "b": "s2"}})").has_value());
   REQUIRE(index->metadata.has_value());
   CHECK(nlohmann::json::parse(*index->metadata) == nlohmann::json::parse(R"({"total_size": 8, "z": [1, 2.5]})"));
 }

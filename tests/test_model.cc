@@ -52,7 +52,7 @@ TEST_CASE("model: lazy entries take the architecture's shapes, and the totals eq
   for (auto it = c["modules"].begin(); it != c["modules"].end(); ++it) {
     CAPTURE(it.key());
     bool found = false;
-    for (const ModuleRow& r : s.modules) found |= r.name == it.key() && !r.type.empty();
+    for (const ModuleRow& r : s.modules) found |= r.name == it.key() && !r.type().empty();
     CHECK(found);
   }
 }

@@ -381,6 +381,9 @@ struct Checkpoint {
   std::vector<Storage> storages;
   std::vector<Module> modules;  // known module tree (whole pickled modules); empty = derive from keys
   bool split_inferred = true;  // parameter/buffer split guessed from names
+  // Every entry with a storage key names a storage no other entry names (safetensors, and sharded sets of
+  // them, say so): tied weights and shared storages need no search.
+  bool own_storages = false;
   TrainingInfo training;  // content lightning / checkpoint: everything beside the model
   TorchScriptInfo torchscript;  // format torchscript
   std::optional<std::vector<std::pair<std::string, std::string>>> safetensors_metadata;  // the header's __metadata__

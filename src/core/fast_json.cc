@@ -2,6 +2,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "core/name_index.h"
 
 namespace ckpt {
@@ -28,7 +30,7 @@ bool tensor_entry(element v, FastTensorEntry& t) {
     if (field.key == "dtype") {
       std::string_view s;
       if (dtype || field.value.get_string().get(s) != simdjson::SUCCESS) return false;
-      t.dtype = std::string(s);
+      t.dtype = s;
       dtype = true;
     } else if (field.key == "shape") {
       simdjson::dom::array a;
@@ -57,18 +59,20 @@ bool parse(simdjson::dom::parser& parser, std::string_view text, simdjson::dom::
 
 }  // namespace
 
-std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text) {
-  simdjson::dom::parser parser;
+std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats) {
+  auto parser = std::make_shared<simdjson::dom::parser>();
   simdjson::dom::object root;
-  if (!parse(parser, text, &root)) return std::nullopt;
+  if (!parse(*parser, text, &root)) return std::nullopt;
   FastSafetensorsHeader out;
   out.tensors.reserve(root.size());
-  NameIndex seen(root.size());
+  NameIndex seen(check_repeats ? root.size() : 0);
+  bool metadata = false;
   for (auto kv : root) {
-    if (!seen.try_emplace(kv.key, 0).second) return std::nullopt;  // a repeated name: the full path says so
+    if (check_repeats && !seen.try_emplace(kv.key, 0).second) return std::nullopt;  // a repeated name: the full path says so
     if (kv.key == "__metadata__") {
       simdjson::dom::object md;
-      if (kv.value.get_object().get(md) != simdjson::SUCCESS) return std::nullopt;
+      if (metadata || kv.value.get_object().get(md) != simdjson::SUCCESS) return std::nullopt;
+      metadata = true;
       auto& pairs = out.metadata.emplace();
       NameIndex keys(md.size());
       for (auto m : md) {
@@ -79,22 +83,55 @@ std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view te
       continue;
     }
     FastTensorEntry& t = out.tensors.emplace_back();
-    t.name = std::string(kv.key);
+    t.name = kv.key;
     if (!tensor_entry(kv.value, t)) return std::nullopt;
   }
+  out.strings = std::move(parser);
   return out;
 }
 
-void FastIndex::add(std::string tensor, std::string_view shard) {
+void FastIndex::reserve(size_t n) {
+  names.reserve(n);
+  file_of.reserve(n);
+}
+
+uint32_t FastIndex::find(std::string_view name, uint32_t hint) const {
+  if (hint < names.size() && names[hint] == name) return hint;
+  if (!sorted_) {
+    const uint32_t* at = index_.find(name, [this](uint32_t k) { return names[k]; });
+    return at ? *at : kNone;
+  }
+  const auto it = std::lower_bound(names.begin(), names.end(), name);
+  return it != names.end() && *it == name ? static_cast<uint32_t>(it - names.begin()) : kNone;
+}
+
+bool FastIndex::add(std::string_view tensor, std::string_view shard) {
+  if (tensor.size() > left_) {  // names are copied into blocks of 1 MiB (a longer name gets its own)
+    left_ = std::max<size_t>(tensor.size(), 1 << 20);
+    free_ = blocks_.emplace_back(new char[left_]).get();
+  }
+  std::copy(tensor.begin(), tensor.end(), free_);  // kept only when the name is new
+  const std::string_view name(free_, tensor.size());
+  const auto name_of = [this](uint32_t k) { return names[k]; };
+  if (sorted_ && !names.empty() && !(names.back() < name)) {  // out of order (or repeated): index all
+    sorted_ = false;
+    index_.reserve(names.capacity());
+    for (uint32_t k = 0; k < names.size(); ++k) index_.try_emplace(names[k], k, name_of);
+  }
+  if (!sorted_ && !index_.try_emplace(name, static_cast<uint32_t>(names.size()), name_of).second) return false;
+  free_ += tensor.size();
+  left_ -= tensor.size();
   uint32_t at = 0;
   if (!files.empty() && files.back() == shard) {  // the common case: a run of one shard's tensors
     at = static_cast<uint32_t>(files.size() - 1);
   } else {
-    auto [it, fresh] = file_of_.try_emplace(std::string(shard), static_cast<uint32_t>(files.size()));
+    auto [it, fresh] = file_index_.try_emplace(std::string(shard), static_cast<uint32_t>(files.size()));
     if (fresh) files.emplace_back(shard);
     at = it->second;
   }
-  weight_map.emplace_back(std::move(tensor), at);
+  names.push_back(name);
+  file_of.push_back(at);
+  return true;
 }
 
 std::optional<FastIndex> fast_index(std::string_view text) {
@@ -111,12 +148,10 @@ std::optional<FastIndex> fast_index(std::string_view text) {
     } else if (kv.key == "weight_map") {
       simdjson::dom::object wm;
       if (kv.value.get_object().get(wm) != simdjson::SUCCESS) return std::nullopt;
-      out.weight_map.reserve(wm.size());
-      NameIndex names(wm.size());
+      out.reserve(wm.size());
       for (auto e : wm) {
         std::string_view shard;
-        if (!names.try_emplace(e.key, 0).second || e.value.get_string().get(shard) != simdjson::SUCCESS) return std::nullopt;
-        out.add(std::string(e.key), shard);
+        if (e.value.get_string().get(shard) != simdjson::SUCCESS || !out.add(e.key, shard)) return std::nullopt;
       }
       weight_map = true;
     }

@@ -7,7 +7,11 @@
 // about bad input: it only never runs on it.
 #pragma once
 
+#include "core/dims.h"
+#include "core/name_index.h"
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -18,31 +22,51 @@
 namespace ckpt {
 
 struct FastTensorEntry {
-  std::string name;
-  std::string dtype;  // as the header spells it ("BF16")
-  std::vector<int64_t> shape;  // every size >= 0
+  std::string_view name;  // views the header's own copy (FastSafetensorsHeader::strings)
+  std::string_view dtype;  // as the header spells it ("BF16")
+  Dims shape;  // every size >= 0
   uint64_t begin = 0, end = 0;  // data_offsets
 };
 
 struct FastSafetensorsHeader {
   std::vector<FastTensorEntry> tensors;  // in file order
   std::optional<std::vector<std::pair<std::string, std::string>>> metadata;  // __metadata__, in file order
+  std::shared_ptr<const void> strings;  // what the entries' views point into (the parser's strings)
 };
 
 // A safetensors header: an object of tensor entries ({"dtype": str, "shape": [int >= 0...],
 // "data_offsets": [uint, uint]}, other fields ignored) and an optional __metadata__ object of strings,
-// no key repeated at any level that is read.
-std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text);
+// no key repeated at any level that is read. `check_repeats` false leaves tensor names repeated at the
+// top level to the caller (a sharded read finds them through its index of the weight_map).
+std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats = true);
 
-struct FastIndex {
+// A sharded index's weight_map, each tensor name copied once into blocks the index owns, found by name.
+class FastIndex {
+ public:
   std::vector<std::string> files;  // the shards the weight_map names, each once, in first-seen order
-  std::vector<std::pair<std::string, uint32_t>> weight_map;  // tensor -> its shard in `files`, in file order, no repeats
+  std::vector<std::string_view> names;  // the weight_map's tensors in file order, no repeats
+  std::vector<uint32_t> file_of;  // names[k]'s shard: an index into `files`
   std::optional<std::string> metadata;  // "metadata" as compact JSON text, when present
-  // Appends tensor -> shard (a shard's name is kept once: a million entries name a few dozen files).
-  void add(std::string tensor, std::string_view shard);
+
+  // The place of `name` in `names`, or kNone; `hint`: where it probably is (the entry after the last one
+  // found, for a shard that holds a run of the weight_map).
+  uint32_t find(std::string_view name, uint32_t hint = kNone) const;
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  // Appends tensor -> shard (a shard's name is kept once: a million entries name a few dozen files);
+  // false, adding nothing, when the tensor is already there.
+  bool add(std::string_view tensor, std::string_view shard);
+  void reserve(size_t n);  // room for n tensors
 
  private:
-  std::unordered_map<std::string, uint32_t> file_of_;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* free_ = nullptr;
+  size_t left_ = 0;
+  // Names in strictly increasing order so far (transformers writes the weight_map with sorted keys): found
+  // by binary search, no repeat possible. The first name out of order indexes them all in index_.
+  bool sorted_ = true;
+  PosIndex index_;  // name -> its place in `names`, once not sorted
+  std::unordered_map<std::string, uint32_t> file_index_;
 };
 
 // A sharded index: an object with a "weight_map" object of strings (no repeated tensor) and maybe a

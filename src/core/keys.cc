@@ -132,7 +132,7 @@ bool positional_buffer(std::string_view name, const std::function<const NameInde
 
 }  // namespace
 
-void infer_kinds(std::vector<Tensor>& tensors) {
+void infer_kinds(std::span<Tensor> tensors) {
   NameIndex index;
   bool built = false;
   const std::function<const NameIndex&()> names = [&]() -> const NameIndex& {
@@ -153,16 +153,21 @@ void infer_kinds(std::vector<Tensor>& tensors) {
   }
 }
 
-bool mark_plain_tensors(Checkpoint& ck) {
-  if (ck.tensors.empty() || !ck.modules.empty()) return false;
-  if (ck.content != Content::StateDict && ck.content != Content::Object) return false;
-  for (const Tensor& t : ck.tensors) {
+bool plain_tensor_names(std::span<const Tensor> tensors) {
+  if (tensors.empty()) return false;
+  for (const Tensor& t : tensors) {
     const std::string_view n = t.name;
     // An input's attention_mask / position_ids are no module's buffers at the root of a file.
     if (n.find('.') != std::string_view::npos || n.rfind("weight", 0) == 0 || n.rfind("bias", 0) == 0 ||
         n == "running_mean" || n == "running_var" || n == "num_batches_tracked" || !t.kind_inferred)
       return false;
   }
+  return true;
+}
+
+bool mark_plain_tensors(Checkpoint& ck) {
+  if (!ck.modules.empty() || (ck.content != Content::StateDict && ck.content != Content::Object)) return false;
+  if (!plain_tensor_names(ck.tensors)) return false;
   for (Tensor& t : ck.tensors) t.kind = TensorKind::Attribute;
   ck.content = Content::Tensors;
   return true;

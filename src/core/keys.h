@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -17,13 +18,15 @@ namespace ckpt {
 // a torch.nn buffer told by its place in the key (spectral_norm's _u / _v, parametrizations, quantization
 // observers) or an integer / bool / bits dtype makes a buffer, anything else a parameter (documented in
 // README).
-void infer_kinds(std::vector<Tensor>& tensors);
+void infer_kinds(std::span<Tensor> tensors);
 
 // A state dict or object whose tensors are no module's (no name has a dot, none is a module's leaf such
 // as weight*, bias*, running_mean): its content becomes Content::Tensors and its entries neither
 // parameters nor buffers (TensorKind::Attribute). Returns whether it did. Applies to names-only
 // contents (StateDict, Object) with no module tree.
 bool mark_plain_tensors(Checkpoint& ck);
+// Whether these tensors' names are such a content's (some tensor, and no name with a dot or a module's leaf).
+bool plain_tensor_names(std::span<const Tensor> tensors);
 
 // The prefix that best explains renamed keys: stripping it from keys of `from` (Strip) or adding it to
 // them (Add) pairs `paired` of them with keys of `to`. Candidates are the leading dotted components, up to

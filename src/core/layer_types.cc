@@ -140,14 +140,15 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
   // order. Names view the tensors' names (a module's is a prefix of its tensors').
   std::vector<Held> held;
   std::vector<uint32_t> next_leaf(tensors.size(), kNone);
-  NameIndex index(tensors.size() / 2);  // module -> held
+  PosIndex index(tensors.size() / 2);  // module -> held
+  const auto module_of = [&held](uint32_t k) { return held[k].module; };
   NameIndex family;  // parent -> its last child so far (in `tail`)
   std::vector<uint32_t> tail;
   for (size_t k = 0; k < tensors.size(); ++k) {
     const std::string_view name = tensors[k].name;
     const size_t dot = name.rfind('.');
     const std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
-    auto [at, fresh] = index.try_emplace(module, static_cast<uint32_t>(held.size()));
+    auto [at, fresh] = index.try_emplace(module, static_cast<uint32_t>(held.size()), module_of);
     if (fresh) {
       const size_t pdot = module.rfind('.');
       const std::string_view parent = pdot == std::string_view::npos ? std::string_view() : module.substr(0, pdot);
@@ -168,19 +169,26 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
     h.last = static_cast<uint32_t>(k);
   }
   LayerTypes out;
-  std::vector<std::string> type(held.size());
+  out.reserve(held.size());
+  std::vector<std::string_view> type(held.size());  // each kept for the process (LayerTypes::add)
   for (size_t k = 0; k < held.size(); ++k) {
     const Held& h = held[k];
     if (h.module.empty()) continue;  // tensors at the top level: no module to name
     const Held* next = h.next != kNone ? &held[h.next] : nullptr;
     const Held* prev = h.prev != kNone ? &held[h.prev] : nullptr;
-    type[k] = infer_one(h.module, h, next, prev ? type[h.prev] : std::string(), prev);
-    if (!type[k].empty()) out.add(h.module, type[k]);
+    const std::string t = infer_one(h.module, h, next, prev ? std::string(type[h.prev]) : std::string(), prev);
+    if (!t.empty()) type[k] = out.add(h.module, t, h.first);
   }
   return out;
 }
 
-void LayerTypes::add(std::string_view module, std::string_view type) {
+void LayerTypes::reserve(size_t n) {
+  modules_.reserve(n);
+  types_.reserve(n);
+  tensors_.reserve(n);
+}
+
+std::string_view LayerTypes::add(std::string_view module, std::string_view type, uint32_t tensor) {
   // The names of classes are few: each is kept once for the process, and rows view it (summary.h).
   static std::mutex lock;
   struct Hash {
@@ -197,6 +205,8 @@ void LayerTypes::add(std::string_view module, std::string_view type) {
   }
   modules_.push_back(module);
   types_.push_back(kept);
+  tensors_.push_back(tensor);
+  return kept;
 }
 
 const std::string_view* LayerTypes::find(std::string_view module) const {

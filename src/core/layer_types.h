@@ -25,14 +25,20 @@ class LayerTypes {
   const std::string_view* find(std::string_view module) const;
   size_t size() const { return types_.size(); }
   bool empty() const { return types_.empty(); }
-  void add(std::string_view module, std::string_view type);  // `type` is kept for the process
-  // The k-th module added and its class.
+  // `type` is kept for the process (the view returned); `tensor`: the entry of one of the module's own
+  // tensors, when known.
+  std::string_view add(std::string_view module, std::string_view type, uint32_t tensor = kNoTensor);
+  void reserve(size_t n);  // room for n modules
+  // The k-th module added, its class, and the entry of one of its own tensors (or kNoTensor).
   std::string_view module(size_t k) const { return modules_[k]; }
   std::string_view type(size_t k) const { return types_[k]; }
+  uint32_t tensor(size_t k) const { return tensors_[k]; }
+  static constexpr uint32_t kNoTensor = UINT32_MAX;
 
  private:
   std::vector<std::string_view> modules_;
   std::vector<std::string_view> types_;  // each class name kept once for the process
+  std::vector<uint32_t> tensors_;
   mutable NameIndex index_;  // built by the first find()
   mutable size_t indexed_ = 0;  // modules_[0, indexed_) are in index_
 };

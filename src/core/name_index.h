@@ -81,6 +81,85 @@ class NameIndex {
   size_t used_ = 0;
 };
 
+// A NameIndex for names a table already holds (a vector of views, the rows of a tree): 8 bytes a slot,
+// a position and 32 bits of the name's hash, the name read back through the caller's `name_of(position)`
+// where the hashes agree. A third of NameIndex's memory, for the indexes that reach a million names.
+class PosIndex {
+ public:
+  PosIndex() = default;
+  explicit PosIndex(size_t expected) { reserve(expected); }
+
+  void reserve(size_t n) {
+    if (n > limit(slots_.size())) rehash(std::bit_ceil(std::max<size_t>(16, n + n / 2 + 1)));
+  }
+  // The position stored for `name`, inserting `pos` (whose name_of must be `name`) when it has none.
+  template <class NameOf>
+  std::pair<uint32_t, bool> try_emplace(std::string_view name, uint32_t pos, const NameOf& name_of) {
+    if (used_ + 1 > limit(slots_.size())) rehash(std::max<size_t>(16, slots_.size() * 2));
+    const uint32_t h = hash(name);
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      Slot& s = slots_[at];
+      if (s.pos == kEmpty) {
+        s = Slot{pos, h};
+        ++used_;
+        return {pos, true};
+      }
+      if (s.hash == h && std::string_view(name_of(s.pos)) == name) return {s.pos, false};
+    }
+  }
+  template <class NameOf>
+  const uint32_t* find(std::string_view name, const NameOf& name_of) const {
+    if (slots_.empty()) return nullptr;
+    const uint32_t h = hash(name);
+    const size_t mask = slots_.size() - 1;
+    for (size_t at = h & mask;; at = (at + 1) & mask) {
+      const Slot& s = slots_[at];
+      if (s.pos == kEmpty) return nullptr;
+      if (s.hash == h && std::string_view(name_of(s.pos)) == name) return &s.pos;
+    }
+  }
+  size_t size() const { return used_; }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint32_t pos = kEmpty;
+    uint32_t hash = 0;
+  };
+  // The high half of the 64-bit hash (the low half of std::hash's is as good; either fills 2^32 slots).
+  static uint32_t hash(std::string_view name) { return static_cast<uint32_t>(std::hash<std::string_view>()(name) >> 32); }
+  static size_t limit(size_t slots) { return slots / 10 * 7; }
+  void rehash(size_t n) {
+    std::vector<Slot> old(n);
+    old.swap(slots_);
+    const size_t mask = n - 1;
+    for (const Slot& s : old) {
+      if (s.pos == kEmpty) continue;
+      size_t at = s.hash & mask;
+      while (slots_[at].pos != kEmpty) at = (at + 1) & mask;
+      slots_[at] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+
+// A PosIndex with its name_of: the NameIndex interface over names a table holds.
+template <class NameOf>
+class IndexBy {
+ public:
+  IndexBy(size_t expected, NameOf name_of) : index_(expected), name_of_(std::move(name_of)) {}
+  std::pair<uint32_t, bool> try_emplace(std::string_view name, uint32_t pos) { return index_.try_emplace(name, pos, name_of_); }
+  const uint32_t* find(std::string_view name) const { return index_.find(name, name_of_); }
+  size_t size() const { return index_.size(); }
+  void reserve(size_t n) { index_.reserve(n); }
+
+ private:
+  PosIndex index_;
+  NameOf name_of_;
+};
+
 // A name in canonical decimal ("0", "17", no sign or leading zero, at most 9 digits), or nullopt.
 inline std::optional<uint32_t> decimal_name(std::string_view name) {
   if (name.empty() || name.size() > 9 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
@@ -94,8 +173,11 @@ inline std::optional<uint32_t> decimal_name(std::string_view name) {
 
 // A NameIndex for storage keys: torch.save's keys (0, 1, 2, ...) by number in a vector while the numbers
 // stay near the count of keys (no hashing), any other key (or a sparse number) in the NameIndex.
-class KeyIndex {
+template <class Names>
+class BasicKeyIndex {
  public:
+  BasicKeyIndex() = default;
+  explicit BasicKeyIndex(Names names) : names_(std::move(names)) {}
   // Whether try_emplace would index `key` by its number (and keep no view of it).
   bool by_number(std::string_view key) const { return number_of(key).has_value(); }
   std::pair<uint32_t, bool> try_emplace(std::string_view key, uint32_t pos) {
@@ -125,8 +207,9 @@ class KeyIndex {
   }
   static constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> by_number_;
-  NameIndex names_;  // views: the keys' bytes must outlive the index
+  Names names_;  // NameIndex: views, the keys' bytes must outlive the index; IndexBy: the table's names
   size_t size_ = 0;
 };
+using KeyIndex = BasicKeyIndex<NameIndex>;
 
 }  // namespace ckpt

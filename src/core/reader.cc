@@ -807,4 +807,8 @@ Checkpoint read_checkpoint(const std::string& path, const Limits& limits) {
 
 Checkpoint read_weights(const std::string& path, const Limits& limits) { return read_input(Input{path, nullptr}, limits); }
 
+Checkpoint read_weights(const std::string& path, std::shared_ptr<MappedFile> file, const Limits& limits) {
+  return read_input(Input{path, std::move(file)}, limits);
+}
+
 }  // namespace ckpt

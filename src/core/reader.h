@@ -24,6 +24,8 @@ Checkpoint read_checkpoint(std::shared_ptr<MappedFile> file, const Limits& limit
 Checkpoint read_checkpoint(const std::string& path, const Limits& limits = Limits{});
 // The weights alone, without a Hugging Face config.json beside them (a sharded set's shards).
 Checkpoint read_weights(const std::string& path, const Limits& limits = Limits{});
+// The same, of a file already open at `path`.
+Checkpoint read_weights(const std::string& path, std::shared_ptr<MappedFile> file, const Limits& limits);
 
 // Whether `dir` is one model: a DCP directory, a directory with a sharded checkpoint's *.index.json, or a
 // Hugging Face model folder (config.json beside model.safetensors or pytorch_model.bin).

@@ -304,10 +304,10 @@ Table module_table(const Summary& s, const RenderOptions& o) {
       params += fmt::format(" (+{} lazy)", r.uninitialized);
     }
     // Escaped here, before the text table measures its columns.
-    const std::string type = r.type.empty() ? (r.inferred_type.empty() ? "?" : "~" + std::string(r.inferred_type)) : visible(r.type);
+    const std::string type = r.type().empty() ? (r.inferred_type.empty() ? "?" : "~" + std::string(r.inferred_type)) : visible(r.type());
     std::vector<std::string> row{visible(r.name), type, params, count_text(r.buffers, o),
                                  visible(join(r.dtypes.names(), ", ")), human_bytes(r.bytes)};
-    if (has_mode) row.push_back(!r.training ? "?" : *r.training ? "train" : "eval");
+    if (has_mode) row.push_back(!r.training() ? "?" : *r.training() ? "train" : "eval");
     if (f) {
       const ModuleForward& m = forward_of(*f, r.name);
       row.push_back(human_count(m.flops));
@@ -599,9 +599,9 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     out += "\"name\": ";
     put_string(out, r.name);
     out += ", \"type\": ";
-    opt_string(r.type);
+    opt_string(r.type());
     out += ", \"qualified_type\": ";
-    opt_string(r.qualified_type);
+    opt_string(r.qualified_type());
     if (!r.inferred_type.empty()) {
       out += ", \"inferred_type\": ";
       put_string(out, r.inferred_type);
@@ -614,14 +614,14 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
       if (k) out += ", ";
       put_string(out, r.dtypes[k]);
     }
-    fmt::format_to(out_it, "], \"mode\": {}", !r.training ? "null" : *r.training ? "\"train\"" : "\"eval\"");
-    if (!r.shared_with.empty()) {
+    fmt::format_to(out_it, "], \"mode\": {}", !r.training() ? "null" : *r.training() ? "\"train\"" : "\"eval\"");
+    if (!r.shared_with().empty()) {
       out += ", \"shared_with\": ";
-      put_string(out, r.shared_with);
+      put_string(out, r.shared_with());
     }
-    if (r.attributes) {
+    if (r.attributes()) {
       out += ", \"attributes\": ";
-      out += json_text(*r.attributes, -1);
+      out += json_text(*r.attributes(), -1);
     }
     if (s.forward) {
       const ModuleForward& m = forward_of(*s.forward, r.name);

@@ -41,15 +41,8 @@ constexpr std::array<StDType, 20> kStDTypes{{
 
 constexpr uint64_t kMaxHeader = 100'000'000;  // the reference implementation's MAX_HEADER_SIZE
 
-struct Entry {
-  std::string name;
-  const DType* dtype;
-  std::vector<int64_t> shape;
-  uint64_t numel, begin, end;
-};
-
 // The full reading of a header, naming every problem (fast_json.h takes only the ordinary shape).
-std::vector<Entry> read_header(Checkpoint& ck, const ByteView& header, std::string_view text, const Limits& limits) {
+SafetensorsHeader read_header(const ByteView& header, std::string_view text, const Limits& limits) {
   // Duplicate names are invalid, but a JSON object keeps only the last: a first SAX pass over the header
   // records the top-level keys in the file's order (and __metadata__'s own), catching duplicates; then
   // the header is parsed into a sorted map. (nlohmann's ordered_json inserts with a linear search, and
@@ -92,19 +85,22 @@ std::vector<Entry> read_header(Checkpoint& ck, const ByteView& header, std::stri
   catch (const nlohmann::json::out_of_range&) { header.fail(0, "header is not valid JSON: a number out of range"); }
   nlohmann::json::sax_parse(text.begin(), text.end(), &order_of);
   std::string& duplicate = order_of.duplicate;
-  const std::vector<std::string>& keys = order_of.keys;
+  auto names = std::make_shared<const std::vector<std::string>>(std::move(order_of.keys));  // the entries view them
+  const std::vector<std::string>& keys = *names;
   const std::vector<std::string>& metadata_keys = order_of.metadata_keys;
   if (!duplicate.empty()) header.fail(0, fmt::format("duplicate tensor name '{}' in the header", duplicate));
   if (!j.is_object()) header.fail(0, "header is not a JSON object");
 
-  std::vector<Entry> entries;
+  SafetensorsHeader out;
+  out.strings = names;
+  std::vector<SafetensorsEntry>& entries = out.entries;
   for (const std::string& name : keys) {
     const auto& v = j.at(name);
     if (name == "__metadata__") {
       if (!v.is_object()) header.fail(0, "__metadata__ is not an object of strings");
       for (auto m = v.begin(); m != v.end(); ++m)
         if (!m->is_string()) header.fail(0, fmt::format("__metadata__ value '{}' is not a string", m.key()));
-      auto& md = ck.safetensors_metadata.emplace();
+      auto& md = out.metadata.emplace();
       for (const std::string& k : metadata_keys) md.emplace_back(k, v.at(k).get<std::string>());
       continue;
     }
@@ -117,7 +113,7 @@ std::vector<Entry> read_header(Checkpoint& ck, const ByteView& header, std::stri
       for (const auto& d : kStDTypes)
         if (d.st == dt.get<std::string>()) dtype = dtype_by_name(d.torch);
     if (!dtype) header.fail(0, fmt::format("tensor '{}' has unknown dtype {}", name, dt.dump()));
-    Entry e{name, dtype, {}, 1, 0, 0};
+    SafetensorsEntry e{name, dtype, {}, 1, 0, 0};
     if (!v["shape"].is_array()) header.fail(0, fmt::format("tensor '{}': shape is not a list", name));
     for (const auto& d : v["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
@@ -141,32 +137,66 @@ std::vector<Entry> read_header(Checkpoint& ck, const ByteView& header, std::stri
                                  e.end, e.end >= e.begin ? e.end - e.begin : 0, v["shape"].dump(), dtype->name, need));
     entries.push_back(std::move(e));
   }
-
-  return entries;
+  return out;
 }
 
 // The same entries from simdjson's reading, or nullopt where anything is off (read_header then says what).
-std::optional<std::vector<Entry>> read_header_fast(Checkpoint& ck, std::string_view text, const Limits& limits) {
-  std::optional<FastSafetensorsHeader> h = fast_safetensors_header(text);
+std::optional<SafetensorsHeader> read_header_fast(std::string_view text, const Limits& limits, bool check_repeats) {
+  std::optional<FastSafetensorsHeader> h = fast_safetensors_header(text, check_repeats);
   if (!h || h->tensors.size() > limits.tensors) return std::nullopt;
-  std::vector<Entry> entries;
-  entries.reserve(h->tensors.size());
+  SafetensorsHeader out;
+  out.entries.reserve(h->tensors.size());
   for (FastTensorEntry& t : h->tensors) {
     const DType* dtype = nullptr;
     for (const auto& d : kStDTypes)
       if (d.st == t.dtype) dtype = dtype_by_name(d.torch);
     if (!dtype) return std::nullopt;
-    Entry e{std::move(t.name), dtype, std::move(t.shape), 1, t.begin, t.end};
+    SafetensorsEntry e{t.name, dtype, std::move(t.shape), 1, t.begin, t.end};
     for (const int64_t d : e.shape)
       if (mul_overflows(e.numel, static_cast<uint64_t>(d), &e.numel) || e.numel > (1ull << 62)) return std::nullopt;
     const bool nibbles = t.dtype == "F4";
     if (nibbles && e.numel % 2) return std::nullopt;
     const uint64_t need = nibbles ? e.numel / 2 : dtype_bytes(*dtype, e.numel);
     if (e.end < e.begin || e.end - e.begin != need) return std::nullopt;
-    entries.push_back(std::move(e));
+    out.entries.push_back(std::move(e));
   }
-  if (h->metadata) ck.safetensors_metadata = std::move(h->metadata);
-  return entries;
+  out.metadata = std::move(h->metadata);
+  out.strings = std::move(h->strings);
+  return out;
+}
+
+// The header's text, its length checked against the limits and the file.
+std::string_view header_text(const ByteView& f, const Limits& limits) {
+  const uint64_t n = f.le<uint64_t>(0);
+  if (n > kMaxHeader || n > limits.string_bytes)
+    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n,
+                          std::min(kMaxHeader, limits.string_bytes)));
+  if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
+  return f.str(8, n);
+}
+
+// The entries put in data order (stable: zero-length tensors at one offset keep the header's order),
+// checked to tile the data region exactly.
+void tile(SafetensorsHeader& h, const ByteView& f) {
+  const uint64_t n = h.data_start - 8;
+  const ByteView header = f.sub(8, n).as_member("header");
+  std::vector<SafetensorsEntry>& entries = h.entries;
+  auto before = [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  };
+  if (!std::is_sorted(entries.begin(), entries.end(), before)) std::stable_sort(entries.begin(), entries.end(), before);
+  uint64_t at = 0;
+  for (const SafetensorsEntry& e : entries) {
+    if (e.begin > at)
+      header.fail(0, fmt::format("gap of {} bytes before tensor '{}' at data offset {}", e.begin - at, e.name, at));
+    if (e.begin < at)
+      header.fail(0, fmt::format("tensor '{}' at data offset {} overlaps the tensor before it (which ends at {})", e.name,
+                                 e.begin, at));
+    at = e.end;
+  }
+  const uint64_t data_size = f.size() - h.data_start;
+  if (at > data_size) f.fail(f.size(), fmt::format("data ends at {} bytes but the tensors need {} (truncated)", data_size, at));
+  if (at < data_size) f.fail(h.data_start + at, fmt::format("{} trailing bytes after the last tensor", data_size - at));
 }
 
 }  // namespace
@@ -176,67 +206,56 @@ bool looks_like_safetensors(const ByteView& f) {
   return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
 }
 
+std::optional<SafetensorsHeader> read_safetensors_header_fast(const ByteView& f, const Limits& limits, bool check_repeats) {
+  const std::string_view text = header_text(f, limits);
+  std::optional<SafetensorsHeader> h = read_header_fast(text, limits, check_repeats);
+  if (!h) return std::nullopt;
+  h->data_start = 8 + text.size();
+  tile(*h, f);
+  return h;
+}
+
+void safetensors_records(SafetensorsEntry& e, uint64_t data_start, std::string key, Tensor& t, Storage& s) {
+  t.name = e.name;
+  t.dtype = e.dtype;
+  t.stride = contiguous_strides(e.shape);
+  t.shape = std::move(e.shape);
+  t.numel = static_cast<int64_t>(e.numel);
+  t.bytes = e.end - e.begin;
+  t.storage = key;
+  t.device = "cpu";
+  s.key = std::move(key);
+  s.dtype = e.dtype;
+  s.numel = e.numel;
+  s.nbytes = e.end - e.begin;
+  s.device = "cpu";
+  s.file_offset = data_start + e.begin;
+  s.present = true;
+  s.in_model = true;
+}
+
 void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   const ByteView f = in.file->view();
   ck.format = Format::Safetensors;
   ck.container = Container::Safetensors;
   ck.content = Content::StateDict;
-  const uint64_t n = f.le<uint64_t>(0);
-  if (n > kMaxHeader || n > limits.string_bytes)
-    f.fail(0, fmt::format("safetensors header length {} exceeds the limit of {} bytes", n,
-                          std::min(kMaxHeader, limits.string_bytes)));
-  if (n > f.size() - 8) f.fail(0, fmt::format("safetensors header length {} exceeds the {} bytes after it", n, f.size() - 8));
-  const std::string_view text = f.str(8, n);
-  const uint64_t data_start = 8 + n;
-  auto header = f.sub(8, n).as_member("header");
-
-  std::optional<std::vector<Entry>> fast = read_header_fast(ck, text, limits);
-  std::vector<Entry> entries = fast ? std::move(*fast) : read_header(ck, header, text, limits);
-
-  // The tensors must tile the data region exactly.
-  std::vector<Entry*> order;
-  order.reserve(entries.size());
-  for (Entry& e : entries) order.push_back(&e);
-  std::sort(order.begin(), order.end(),
-            [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
-  uint64_t at = 0;
-  for (const Entry* e : order) {
-    if (e->begin > at)
-      header.fail(0, fmt::format("gap of {} bytes before tensor '{}' at data offset {}", e->begin - at, e->name, at));
-    if (e->begin < at)
-      header.fail(0, fmt::format("tensor '{}' at data offset {} overlaps the tensor before it (which ends at {})", e->name,
-                                 e->begin, at));
-    at = e->end;
+  std::optional<SafetensorsHeader> fast = read_safetensors_header_fast(f, limits, true);
+  SafetensorsHeader h;
+  if (fast) {
+    h = std::move(*fast);
+  } else {
+    const std::string_view text = header_text(f, limits);
+    h = read_header(f.sub(8, text.size()).as_member("header"), text, limits);
+    h.data_start = 8 + text.size();
+    tile(h, f);
   }
-  const uint64_t data_size = f.size() - data_start;
-  if (at > data_size) f.fail(f.size(), fmt::format("data ends at {} bytes but the tensors need {} (truncated)", data_size, at));
-  if (at < data_size) f.fail(data_start + at, fmt::format("{} trailing bytes after the last tensor", data_size - at));
-
-  ck.records.emplace_back("header_bytes", std::to_string(n));
-  ck.tensors.reserve(order.size());
-  ck.storages.reserve(order.size());
-  for (Entry* e : order) {
-    Tensor t;
-    t.name = e->name;
-    t.dtype = e->dtype;
-    t.shape = std::move(e->shape);
-    t.stride = contiguous_strides(t.shape);
-    t.numel = static_cast<int64_t>(e->numel);
-    t.bytes = e->end - e->begin;
-    t.storage = e->name;
-    t.device = "cpu";
-    ck.tensors.push_back(std::move(t));
-    Storage s;
-    s.key = e->name;
-    s.dtype = e->dtype;
-    s.numel = e->numel;
-    s.nbytes = e->end - e->begin;
-    s.device = "cpu";
-    s.file_offset = data_start + e->begin;
-    s.present = true;
-    s.in_model = true;
-    ck.storages.push_back(std::move(s));
-  }
+  ck.records.emplace_back("header_bytes", std::to_string(h.data_start - 8));
+  ck.safetensors_metadata = std::move(h.metadata);
+  ck.tensors.resize(h.entries.size());
+  ck.storages.resize(h.entries.size());
+  for (size_t k = 0; k < h.entries.size(); ++k)
+    safetensors_records(h.entries[k], h.data_start, std::string(h.entries[k].name), ck.tensors[k], ck.storages[k]);
+  ck.own_storages = true;  // each key is its tensor's name, once in the header
   infer_kinds(ck.tensors);
   mark_plain_tensors(ck);
 }

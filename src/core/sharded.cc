@@ -4,14 +4,20 @@
 #include "core/name_index.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <optional>
+#include <span>
 #include <thread>
 
+#include "core/keys.h"
 #include "core/reader.h"
+#include "core/safetensors.h"
+#include "core/tar.h"
+#include "core/zip.h"
 #include "core/threads.h"
 #include "core/vfs.h"
 
@@ -85,46 +91,96 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.file_size = file->size();
   // tensor -> shard: simdjson's reading where the index has the ordinary shape, else nlohmann's, which
   // names what is wrong (fast_json.h).
-  std::optional<FastIndex> fast = fast_index(text);
+  std::optional<FastIndex> index = fast_index(text);
   // A shard that is no file beside the index is named as the full path meets it first (in name order).
-  if (!fast || !std::all_of(fast->files.begin(), fast->files.end(), beside)) fast = read_index(v, text);
-  const std::vector<std::pair<std::string, uint32_t>>& where = fast->weight_map;
-  const std::vector<std::string>& files = fast->files;
+  if (!index || !std::all_of(index->files.begin(), index->files.end(), beside)) index = read_index(v, text);
+  const std::vector<std::string>& files = index->files;
   std::vector<std::string> shards = files;  // sorted by file name
-
-  // tensor -> its entry in `where`: built by the first reading thread before it reads (the others read
-  // meanwhile), or here when shards are read in turn.
-  NameIndex shard_of;
-  std::atomic<bool> indexed{false};
-  auto index_names = [&] {
-    struct Done {  // the readers waiting for it go on even when it fails (run_threads rethrows that first)
-      std::atomic<bool>& flag;
-      ~Done() {
-        flag = true;
-        flag.notify_all();
-      }
-    } done{indexed};
-    shard_of.reserve(where.size());
-    for (size_t k = 0; k < where.size(); ++k) shard_of.try_emplace(where[k].first, static_cast<uint32_t>(k));
-  };
   std::sort(shards.begin(), shards.end());
   std::vector<uint32_t> sorted_of(files.size());  // a file's place in `shards`
   for (size_t f = 0; f < files.size(); ++f)
     sorted_of[f] = static_cast<uint32_t>(std::lower_bound(shards.begin(), shards.end(), files[f]) - shards.begin());
-  if (fast->metadata) ck.sharded.index_metadata = nlohmann::ordered_json::parse(nlohmann::json::parse(*fast->metadata).dump());
+  if (index->metadata) ck.sharded.index_metadata = nlohmann::ordered_json::parse(nlohmann::json::parse(*index->metadata).dump());
+  // Its text is read: the pages go (a million tensors' index is ~70 MB). A later read maps them back.
+  auto let_go = [](const MappedFile& f, const ByteView& b, uint64_t off, uint64_t len) {
+    if (f.mapped() && !f.remote()) f.release(b.address() + off, len);
+  };
+  let_go(*file, v, 0, v.size());
+
+  // The records go straight to their place: shard i's tensors (and, for safetensors, its storages, one per
+  // tensor) fill [first[i], first[i + 1]) of ck.tensors (ck.storages), as many as the weight_map gives it.
+  const size_t n = index->names.size();
+  std::vector<size_t> first(shards.size() + 1, 0);
+  for (const uint32_t f : index->file_of) ++first[sorted_of[f] + 1];
+  for (size_t i = 0; i < shards.size(); ++i) first[i + 1] += first[i];
+  ck.tensors.resize(n);
+  ck.storages.resize(n);
 
   const std::string dir = vfs::parent(index_path);
-  std::vector<uint8_t> held(where.size(), 0);  // one writer per entry: the thread reading its shard
+  std::vector<uint8_t> held(n, 0);  // one writer per entry: the thread reading its shard
   // Local shards are read on up to 4 threads (each shard's parse is independent), each checked against
-  // the weight_map and its keys prefixed there, then merged in name order, where a shard's failure is
-  // thrown at its turn: the same error as reading them one by one. Remote shards are read in turn, each
-  // when merged.
-  std::vector<std::optional<Checkpoint>> parts(shards.size());
+  // the weight_map and its keys prefixed there; a shard's failure is thrown at its turn in name order:
+  // the same error as reading them one by one. Remote shards are read in turn.
+  struct Part {
+    std::shared_ptr<MappedFile> file;  // a safetensors shard read straight into its place
+    std::optional<Checkpoint> other;  // any other shard (or one the fast reading refused), read whole
+    uint64_t bytes = 0;  // its tensors' bytes
+    size_t tensors = 0;
+  };
+  std::vector<Part> parts(shards.size());
   std::vector<std::exception_ptr> failed(shards.size());
-  auto prefixed = [](const std::string& shard, const std::string& key) {
+  auto prefixed = [](const std::string& shard, std::string_view key) {
     std::string out;
     out.reserve(shard.size() + 1 + key.size());
     return out.append(shard).append(1, ':').append(key);
+  };
+  // The entry of `name` in the weight_map, which must put it in shard i.
+  auto entry_of = [&](size_t i, const std::string& p, std::string_view name) -> uint32_t {
+    const uint32_t at = index->find(name);
+    if (at == FastIndex::kNone) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", name, index_path));
+    if (sorted_of[index->file_of[at]] != i)
+      throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", name, shards[i],
+                                      files[index->file_of[at]]));
+    return at;
+  };
+  // A safetensors shard whose header has the ordinary shape and whose every tensor the weight_map puts
+  // here, once: read into its place. False leaves the shard to the whole reading (which names a problem).
+  auto read_in_place = [&](size_t i, const std::shared_ptr<MappedFile>& f) {
+    const ByteView fv = f->view();
+    if (f->size() == 0 || looks_like_zip(fv) || looks_like_tar(fv) || !looks_like_safetensors(fv)) return false;
+    std::optional<SafetensorsHeader> h = read_safetensors_header_fast(fv, limits, /*check_repeats=*/false);
+    if (!h) return false;
+    std::vector<uint32_t> entry(h->entries.size());  // each tensor's in the weight_map
+    for (size_t k = 0; k < h->entries.size(); ++k) {
+      // A shard usually holds a run of the (sorted) weight_map: the next tensor is the next entry.
+      const uint32_t at = entry[k] = index->find(h->entries[k].name, k ? entry[k - 1] + 1 : FastIndex::kNone);
+      if (at == FastIndex::kNone || sorted_of[index->file_of[at]] != i) return false;
+      if (held[at]) {  // a name repeated in the header: unmark, and let the whole reading say so
+        for (size_t u = 0; u < k; ++u) held[entry[u]] = 0;
+        return false;
+      }
+      held[at] = 1;
+    }
+    Part& part = parts[i];
+    part.file = f;
+    part.tensors = h->entries.size();
+    const size_t at = first[i];
+    for (size_t k = 0; k < h->entries.size() && at + k < first[i + 1]; ++k) {
+      SafetensorsEntry& e = h->entries[k];
+      part.bytes += e.end - e.begin;
+      Tensor& t = ck.tensors[at + k];
+      Storage& s = ck.storages[at + k];
+      safetensors_records(e, h->data_start, prefixed(shards[i], e.name), t, s);
+      t.shard = static_cast<uint32_t>(i + 1);  // its place in ck.sharded.shards, pushed in this order below
+      s.source = f.get();  // kept alive through keep_alive
+    }
+    let_go(*f, fv, 8, h->data_start - 8);  // the header's pages: its names are copied
+    // What each tensor is, as reading the shard alone says (read_safetensors).
+    const std::span<Tensor> mine(ck.tensors.data() + at, std::min(h->entries.size(), first[i + 1] - at));
+    infer_kinds(mine);
+    if (plain_tensor_names(mine))
+      for (Tensor& t : mine) t.kind = TensorKind::Attribute;
+    return true;
   };
   auto read_part = [&](size_t i) {
     try {
@@ -134,24 +190,20 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       const vfs::Kind k = vfs::kind(p);
       if (k != vfs::Kind::File && k != vfs::Kind::Unknown)
         v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
-      Checkpoint& part = parts[i].emplace(read_weights(p, limits));
-      indexed.wait(false);
+      std::shared_ptr<MappedFile> f = vfs::open(p);
+      if (read_in_place(i, f)) return;
+      Checkpoint& part = parts[i].other.emplace(read_weights(p, f, limits));
       for (Tensor& t : part.tensors) {
-        const uint32_t* at = shard_of.find(t.name);
-        if (!at) throw InputError(p, fmt::format("tensor '{}' is not in the weight_map of {}", t.name, index_path));
-        if (sorted_of[where[*at].second] != i)
-          throw InputError(p, fmt::format("tensor '{}' is in shard '{}' but the weight_map puts it in '{}'", t.name, shard,
-                                          files[where[*at].second]));
-        held[*at] = 1;
+        held[entry_of(i, p, t.name)] = 1;
         t.storage = prefixed(shard, t.storage);
-        t.shard = static_cast<uint32_t>(i + 1);  // its place in ck.sharded.shards, pushed in this order below
+        t.shard = static_cast<uint32_t>(i + 1);
       }
       for (Storage& s : part.storages) {
         s.key = prefixed(shard, s.key);
-        if (!s.source) s.source = part.file.get();  // kept alive through keep_alive in the merge
+        if (!s.source) s.source = part.file.get();  // kept alive through keep_alive
       }
     } catch (...) {
-      parts[i].reset();
+      parts[i] = Part{};
       failed[i] = std::current_exception();
     }
   };
@@ -160,45 +212,59 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   if (threads > 1) {
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
-    run_threads(threads, stop, [&](unsigned j) {
-      if (j == 0) index_names();
+    run_threads(threads, stop, [&](unsigned) {
       for (size_t i = next++; i < shards.size(); i = next++) read_part(i);
     });
-  } else {
-    index_names();
   }
-  size_t total = 0;
-  for (const auto& part : parts) total += part ? part->tensors.size() : 0;
-  ck.tensors.reserve(total);
-  ck.storages.reserve(total);
+  bool whole_parts = false;  // shards read whole: their storages are spliced in below
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string& shard = shards[i];
-    const std::string p = vfs::join(dir, shard);
-    if (!parts[i] && !failed[i]) read_part(i);
+    if (threads <= 1) read_part(i);
     if (failed[i]) std::rethrow_exception(failed[i]);
-    Checkpoint part = std::move(*parts[i]);
-    parts[i].reset();
-    ck.file_size += part.file_size;
-    uint64_t bytes = 0;
-    for (Tensor& t : part.tensors) {
-      bytes += t.bytes;
-      ck.tensors.push_back(std::move(t));
+    Part& part = parts[i];
+    if (part.other) {
+      Checkpoint& c = *part.other;
+      whole_parts = true;
+      part.file = c.file;
+      part.tensors = c.tensors.size();
+      for (size_t k = 0; k < c.tensors.size() && first[i] + k < first[i + 1]; ++k) {
+        part.bytes += c.tensors[k].bytes;
+        ck.tensors[first[i] + k] = std::move(c.tensors[k]);
+      }
+      for (const FrozenConstants& fc : c.frozen) ck.frozen.push_back(fc);
+      for (GlobalRef& g : c.globals) ck.globals.push_back(std::move(g));
+      if (c.heap) ck.keep_alive.push_back(c.heap);
+      for (auto& k : c.keep_alive) ck.keep_alive.push_back(std::move(k));
     }
-    for (Storage& s : part.storages) ck.storages.push_back(std::move(s));
-    for (const FrozenConstants& f : part.frozen) ck.frozen.push_back(f);
-    ck.scan_files.push_back({p, shard});
-    for (GlobalRef& g : part.globals) ck.globals.push_back(std::move(g));
-    ck.sharded.shards.push_back(ShardInfo{shard, part.format, part.tensors.size(), bytes});
+    ck.file_size += part.file->size();
+    ck.scan_files.push_back({vfs::join(dir, shard), shard});
+    ck.sharded.shards.push_back(ShardInfo{shard, part.other ? part.other->format : Format::Safetensors, part.tensors, part.bytes});
     ck.keep_alive.push_back(part.file);
-    if (part.heap) ck.keep_alive.push_back(part.heap);
-    for (auto& k : part.keep_alive) ck.keep_alive.push_back(std::move(k));
   }
   // The first one missing in name order, as a sorted map of the weight_map would meet it.
-  const std::pair<std::string, uint32_t>* missing = nullptr;
-  for (size_t k = 0; k < where.size(); ++k)
-    if (!held[k] && (!missing || where[k].first < missing->first)) missing = &where[k];
-  if (missing)
-    v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", missing->first, files[missing->second]));
+  size_t missing = n;
+  for (size_t k = 0; k < n; ++k)
+    if (!held[k] && (missing == n || index->names[k] < index->names[missing])) missing = k;
+  if (missing < n)
+    v.fail(0, fmt::format("weight_map puts tensor '{}' in shard '{}', which does not hold it", index->names[missing],
+                          files[index->file_of[missing]]));
+  // Safetensors shards' keys are their tensors' names, each in one shard (the weight_map says which).
+  ck.own_storages = !whole_parts;
+  if (whole_parts) {  // storages in shard order: a shard read whole brings its own (not one per tensor)
+    std::vector<Storage> storages;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      if (parts[i].other) {
+        for (Storage& s : parts[i].other->storages) storages.push_back(std::move(s));
+      } else {
+        for (size_t k = first[i]; k < first[i + 1]; ++k) storages.push_back(std::move(ck.storages[k]));
+      }
+    }
+    ck.storages = std::move(storages);
+  }
+  // The index and the parsers' buffers are freed: their pages go back to the system (glibc keeps a freed
+  // block in the process once it has raised its mapping threshold past the block's size).
+  index.reset();
+  malloc_trim(0);
 }
 
 }  // namespace ckpt

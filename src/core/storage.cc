@@ -86,8 +86,9 @@ bool loadable_layout(const Tensor& t) {
   return t.layout == Layout::Quantized && t.x->qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
 }
 
-std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape) {
-  std::vector<int64_t> stride(shape.size(), 1);
+Dims contiguous_strides(std::span<const int64_t> shape) {
+  Dims stride;
+  stride.resize(shape.size(), 1);
   for (size_t k = shape.size(); k-- > 1;) stride[k - 1] = stride[k] * std::max<int64_t>(shape[k], 1);
   return stride;
 }

@@ -44,7 +44,7 @@ class StorageIndex {
 // storage bytes from the tensor's first element to one past its last. Throws InputError naming the tensor.
 uint64_t checked_extent(const Checkpoint& ck, const Tensor& t, const Storage& s);
 // Row-major (contiguous) strides for a shape, as torch computes them (size-0/1 dims count as 1).
-std::vector<int64_t> contiguous_strides(std::span<const int64_t> shape);
+Dims contiguous_strides(std::span<const int64_t> shape);
 // Size-1 dimensions may have any stride, as in torch.
 bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> stride);
 bool is_contiguous(const Tensor& t);

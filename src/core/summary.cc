@@ -96,6 +96,10 @@ std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
   const int shift = 64 - std::countr_zero(size);
   std::vector<Slot> slots(size);
   for (size_t k = 0; k < n; ++k) {
+    if (ck.own_storages && SameView::by_storage(ck.tensors[k])) {  // the only entry viewing its storage
+      id_of[k] = k;
+      continue;
+    }
     const uint64_t h = static_cast<uint64_t>(same(k)) * 0x9E3779B97F4A7C15ull;  // spread: pointer hashes are multiples of 8
     const uint32_t h32 = static_cast<uint32_t>(h);
     for (size_t at = h >> shift;; at = (at + 1) & (size - 1)) {
@@ -114,6 +118,18 @@ std::vector<size_t> same_tensor_ids(const Checkpoint& ck) {
   return id_of;
 }
 
+// A strict order of name segments in which ModuleList indices increase as numbers: digits before other
+// segments, digits by length, then by bytes.
+bool segment_less(std::string_view a, std::string_view b) {
+  auto digits = [](std::string_view x) {
+    return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const bool da = digits(a), db = digits(b);
+  if (da != db) return da;
+  if (da && a.size() != b.size()) return a.size() < b.size();
+  return a < b;
+}
+
 // The module rows: the known tree, or one derived from the dotted keys, with each row's counts. Rows are
 // found by name through views of names that outlive the summary (the module tree's, or a prefix of a
 // tensor's). A derived tree is built in two passes: the first names the rows and each tensor's deepest
@@ -126,12 +142,13 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   // Row indices are 32-bit (a reader holds at most 2^32 entries). A derived tree's rows are fewer than
   // 1.5 per tensor in every layout seen (an MoE's experts: 1.35): room for that at once, no regrowth.
   const size_t expect = derived ? ck.tensors.size() + ck.tensors.size() / 2 + 1 : ck.modules.size() + 1;
-  NameIndex row_of(expect);  // name -> row, in creation order
   std::vector<std::string_view> names{std::string_view()};
   std::vector<uint32_t> parent_of{0};
   names.reserve(expect);
   parent_of.reserve(expect);
-  row_of.try_emplace(std::string_view(), 0);
+  IndexBy row_of(derived ? 0 : expect, [&names](uint32_t k) { return names[k]; });  // name -> row, in creation order
+  bool indexed = !derived;  // every row is in row_of
+  if (indexed) row_of.try_emplace(std::string_view(), 0);
   auto add_row = [&](std::string_view name, uint32_t parent) -> uint32_t {
     auto [row, fresh] = row_of.try_emplace(name, static_cast<uint32_t>(names.size()));
     if (fresh) {
@@ -141,6 +158,48 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
     return row;
   };
   for (const Module& m : ck.modules) add_row(m.name, 0);
+  // A derived tree's new prefix is looked for among its parent's rows only: they come in increasing order
+  // in every layout seen (sorted names; torch's module order, where ModuleList indices increase as
+  // numbers), and one after the last in that order is new without a search. A parent whose children came
+  // out of order is searched, newest first; a search longer than kScan puts every row in row_of instead.
+  constexpr uint32_t kNoRow = UINT32_MAX;
+  constexpr size_t kScan = 64;
+  std::vector<uint32_t> last_child, prev_sibling;  // derived, not indexed: by row
+  std::vector<uint8_t> ordered;  // by row: its children so far came in increasing order
+  if (!indexed) {
+    last_child.reserve(expect);
+    prev_sibling.reserve(expect);
+    ordered.reserve(expect);
+    last_child.push_back(kNoRow);
+    prev_sibling.push_back(kNoRow);
+    ordered.push_back(1);
+  }
+  // `name`'s last segment starts at `seg`; `parent` is the row of what comes before it.
+  auto child_row = [&](std::string_view name, size_t seg, uint32_t parent) -> uint32_t {
+    if (indexed) return add_row(name, parent);
+    const uint32_t last = last_child[parent];
+    if (last != kNoRow && !(ordered[parent] && segment_less(names[last].substr(seg), name.substr(seg)))) {
+      size_t looked = 0;
+      for (uint32_t c = last; c != kNoRow; c = prev_sibling[c]) {
+        if (names[c] == name) return c;
+        if (++looked > kScan) {
+          indexed = true;
+          row_of.reserve(expect);
+          for (size_t r = 0; r < names.size(); ++r) row_of.try_emplace(names[r], static_cast<uint32_t>(r));
+          return add_row(name, parent);
+        }
+      }
+      ordered[parent] = 0;
+    }
+    const auto row = static_cast<uint32_t>(names.size());
+    names.push_back(name);
+    parent_of.push_back(parent);
+    prev_sibling.push_back(last);
+    last_child[parent] = row;
+    last_child.push_back(kNoRow);
+    ordered.push_back(1);
+    return row;
+  };
   std::vector<uint32_t> leaf;  // derived: each tensor's deepest row
   if (derived) {
     leaf.resize(ck.tensors.size());
@@ -162,9 +221,9 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
             name.begin());
         while (!chain.empty() && chain.back().first >= common) chain.pop_back();  // a dot before `common` is in both
         last_leaf = chain.empty() ? 0 : chain.back().second;
-        for (size_t dot = name.find('.', chain.empty() ? 0 : chain.back().first + 1); dot != std::string_view::npos;
-             dot = name.find('.', dot + 1)) {
-          last_leaf = add_row(name.substr(0, dot), last_leaf);
+        for (size_t seg = chain.empty() ? 0 : chain.back().first + 1, dot = name.find('.', seg); dot != std::string_view::npos;
+             seg = dot + 1, dot = name.find('.', seg)) {
+          last_leaf = child_row(name.substr(0, dot), seg, last_leaf);
           chain.emplace_back(dot, last_leaf);
         }
         last_parent = parent;
@@ -197,15 +256,13 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   for (size_t r = 0; r < n; ++r) {
     ModuleRow& row = s.modules[pos[r]];
     row.name = names[r];
-    row.depth = names[r].empty() ? 0 : static_cast<int>(std::count(names[r].begin(), names[r].end(), '.')) + 1;
+    // A derived row's parent is made before it (its depth is known); a known tree's are counted.
+    row.depth = names[r].empty() ? 0
+                : derived      ? s.modules[pos[parent_of[r]]].depth + 1
+                               : static_cast<int>(std::count(names[r].begin(), names[r].end(), '.')) + 1;
   }
   for (const Module& m : ck.modules) {
-    ModuleRow& r = s.modules[pos[*row_of.find(m.name)]];
-    r.type = m.type;
-    r.qualified_type = m.qualified_type;
-    r.training = m.training;
-    r.shared_with = m.shared_with;
-    if (!m.attributes.empty()) r.attributes = &m.attributes;
+    s.modules[pos[*row_of.find(m.name)]].module = &m;
   }
 
   std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
@@ -252,8 +309,8 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   }
   // A module shared at two paths shows the same counts at both; totals count it once (above).
   for (ModuleRow& r : s.modules) {
-    if (r.shared_with.empty()) continue;
-    const uint32_t* row = row_of.find(r.shared_with);
+    if (r.shared_with().empty()) continue;
+    const uint32_t* row = row_of.find(r.shared_with());
     if (!row) continue;
     const ModuleRow& first = s.modules[pos[*row]];
     r.parameters = first.parameters;
@@ -265,9 +322,12 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   if (derived) {
     // No module tree in the file: what each module's tensors imply (shown as inferred).
     const LayerTypes inferred = types.valid() ? types.get() : infer_layer_types(ck.tensors);
-    for (size_t k = 0; k < inferred.size(); ++k)  // each module once; every one is a row
-      if (const uint32_t* row = row_of.find(inferred.module(k)); row && s.modules[pos[*row]].type.empty())
-        s.modules[pos[*row]].inferred_type = inferred.type(k);
+    for (size_t k = 0; k < inferred.size(); ++k) {  // each module once; every one is a row
+      // A module's own tensor's deepest row is the module's: no lookup by name.
+      const uint32_t t = inferred.tensor(k);
+      const uint32_t* found = t < leaf.size() ? &leaf[t] : row_of.find(inferred.module(k));
+      if (found && s.modules[pos[*found]].type().empty()) s.modules[pos[*found]].inferred_type = inferred.type(k);
+    }
   }
 }
 
@@ -308,19 +368,19 @@ Summary summarize(const Checkpoint& ck) {
   // storage key (then entry order): the groups come out in key order, as a sorted map would give them.
   // Only keys with two entries or more are sorted (a state dict has mostly one entry per storage).
   std::vector<size_t> on_storage;
-  {
-    KeyIndex first_on;  // key -> its first entry
+  if (!ck.own_storages) {
+    BasicKeyIndex first_on(IndexBy(0, [&ck](uint32_t k) -> std::string_view { return ck.tensors[k].storage; }));  // key -> its first entry
     std::vector<uint8_t> many(ck.tensors.size(), 0);  // by the key's first entry: 1 = it has more than one
+    std::vector<uint32_t> first_of(ck.tensors.size(), UINT32_MAX);  // each entry's key's first entry
     for (size_t k = 0; k < ck.tensors.size(); ++k) {
       const std::string& key = ck.tensors[k].storage;
       if (key.empty()) continue;
       auto [first, fresh] = first_on.try_emplace(key, static_cast<uint32_t>(k));
+      first_of[k] = first;
       if (!fresh) many[first] = 1;
     }
-    for (size_t k = 0; k < ck.tensors.size(); ++k) {
-      const std::string& key = ck.tensors[k].storage;
-      if (!key.empty() && many[*first_on.find(key)]) on_storage.push_back(k);
-    }
+    for (size_t k = 0; k < ck.tensors.size(); ++k)
+      if (first_of[k] != UINT32_MAX && many[first_of[k]]) on_storage.push_back(k);
   }
   std::stable_sort(on_storage.begin(), on_storage.end(),
                    [&](size_t a, size_t b) { return ck.tensors[a].storage < ck.tensors[b].storage; });
@@ -345,7 +405,7 @@ Summary summarize(const Checkpoint& ck) {
   NameIndex tensor_of;  // built at the first Embedding row
   std::unordered_set<size_t> left_out;
   for (const ModuleRow& r : s.modules) {
-    const std::string_view type = r.type.empty() ? r.inferred_type : r.type;
+    const std::string_view type = r.type().empty() ? r.inferred_type : r.type();
     if (!layer_type_matches("Embedding", type)) continue;  // nn.Embedding or a model's own subclass name
     if (tensor_of.size() == 0) {
       tensor_of.reserve(ck.tensors.size());

@@ -85,20 +85,24 @@ class DtypeNames {
 // summary, or names interned for the process (inferred types).
 struct ModuleRow {
   std::string_view name;  // "" for the root
-  std::string_view type;  // short class name or "" when unknown
-  std::string_view qualified_type;
   std::string_view inferred_type;  // state dicts: the class its tensors imply (layer_types.h), "" when unknown
-  int depth = 0;  // 0 for the root, 1 for its children, ...
-  std::optional<bool> training;
+  const Module* module = nullptr;  // the file's module at this path, when it has a module tree
   uint64_t parameters = 0;
   uint64_t trainable = 0;
   uint64_t buffers = 0;
   uint64_t bytes = 0;
-  uint64_t tensors = 0;
-  uint64_t uninitialized = 0;
+  uint32_t tensors = 0;  // a reader holds at most 2^32 entries
+  uint32_t uninitialized = 0;
   DtypeNames dtypes;
-  std::string_view shared_with;  // a second path to the module named here (counted once)
-  const nlohmann::ordered_json* attributes = nullptr;  // TorchScript: non-tensor attributes
+  int depth = 0;  // 0 for the root, 1 for its children, ...
+
+  std::string_view type() const { return module ? std::string_view(module->type) : std::string_view(); }  // short class name, "" when unknown
+  std::string_view qualified_type() const { return module ? std::string_view(module->qualified_type) : std::string_view(); }
+  std::optional<bool> training() const { return module ? module->training : std::nullopt; }
+  // A second path to the module named here (counted once), "" for none.
+  std::string_view shared_with() const { return module ? std::string_view(module->shared_with) : std::string_view(); }
+  // TorchScript: non-tensor attributes, nullptr for none.
+  const nlohmann::ordered_json* attributes() const { return module && !module->attributes.empty() ? &module->attributes : nullptr; }
 };
 
 // One example-input forward (`summary --example-input`, run by ckpt-torch): sizes as Lightning's
