@@ -1,12 +1,17 @@
-// The flat indexes every per-entry lookup uses (name_index.h), against std::unordered_map.
+// The flat indexes every per-entry lookup uses (name_index.h), against std::unordered_map; and the
+// derived module tree, which finds its rows without them, against the tree every name's prefixes make.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/name_index.h"
+#include "core/summary.h"
 
 using namespace ckpt;
 
@@ -59,4 +64,82 @@ TEST_CASE("key index: decimal keys by number, sparse numbers and other keys by n
   CHECK(!decimal_name("1234567890"));
   CHECK(!decimal_name("01"));
   CHECK(!decimal_name("+1"));
+}
+
+TEST_CASE("position index: names a table holds, found through it, as a map finds them") {
+  std::mt19937 rng(11);
+  std::vector<std::string> names;
+  for (int k = 0; k < 20000; ++k) names.push_back("blocks." + std::to_string(rng() % 4000) + "." + std::to_string(rng() % 4));
+  IndexBy index(0, [&names](uint32_t k) -> std::string_view { return names[k]; });
+  agrees_with_map(index, names);
+  CHECK(index.find("blocks.4000.0") == nullptr);
+}
+
+TEST_CASE("derived module tree: the rows of every prefix, once each, whatever the order of the names") {
+  // An MoE-like tree (numbered layers and experts, named submodules), its names in the orders readers
+  // give: torch's module order, sorted, sorted within shards cut in module order, shuffled.
+  std::vector<std::string> base;
+  for (int l = 0; l < 23; ++l) {
+    const std::string layer = "model.layers." + std::to_string(l);
+    for (const char* p : {"self_attn.q_proj", "self_attn.o_proj"}) base.push_back(layer + "." + p + ".weight");
+    for (int e = 0; e < 14; ++e)
+      for (const char* w : {"w1", "w2", "w3"}) base.push_back(layer + ".mlp.experts." + std::to_string(e) + "." + w + ".weight");
+    base.push_back(layer + ".input_layernorm.weight");
+  }
+  base.push_back("model.norm.weight");
+  base.push_back("lm_head.weight");
+  base.push_back("logit_scale");
+  std::mt19937 rng(43);
+  std::vector<std::vector<std::string>> orders{base};
+  orders.push_back(base);
+  std::sort(orders.back().begin(), orders.back().end());
+  orders.push_back(base);
+  for (size_t at = 0; at < base.size(); at += 97)  // shards of 97 names, each sorted
+    std::sort(orders.back().begin() + static_cast<std::ptrdiff_t>(at),
+              orders.back().begin() + static_cast<std::ptrdiff_t>(std::min(base.size(), at + 97)));
+  for (int k = 0; k < 3; ++k) {
+    orders.push_back(base);
+    std::shuffle(orders.back().begin(), orders.back().end(), rng);
+  }
+  for (size_t o = 0; o < orders.size(); ++o) {
+    CAPTURE(o);
+    Checkpoint ck;
+    ck.content = Content::StateDict;
+    for (const std::string& name : orders[o]) {
+      Tensor& t = ck.tensors.emplace_back();
+      t.name = name;
+      t.dtype = dtype_by_name("float32");
+      t.shape = {2};
+      t.stride = {1};
+      t.numel = 2;
+      t.bytes = 8;
+      t.storage = name;
+    }
+    std::map<std::string, std::pair<uint64_t, int>> truth;  // prefix -> (tensors under it, depth)
+    for (const std::string& name : orders[o]) {
+      ++truth[""].first;
+      for (size_t dot = name.find('.'), depth = 1; dot != std::string::npos; dot = name.find('.', dot + 1), ++depth) {
+        auto& row = truth[name.substr(0, dot)];
+        ++row.first;
+        row.second = static_cast<int>(depth);
+      }
+    }
+    const Summary s = summarize(ck);
+    REQUIRE(s.modules.size() == truth.size());
+    std::map<std::string, size_t> seen;
+    for (size_t r = 0; r < s.modules.size(); ++r) {
+      const ModuleRow& row = s.modules[r];
+      const std::string name(row.name);
+      CAPTURE(name);
+      CHECK(++seen[name] == 1);
+      REQUIRE(truth.count(name));
+      CHECK(row.tensors == truth[name].first);
+      CHECK(row.depth == truth[name].second);
+      CHECK(row.parameters == 2 * truth[name].first);
+      if (r > 0) {  // pre-order: a row's parent is listed before it
+        const std::string parent = name.find('.') == std::string::npos ? "" : name.substr(0, name.rfind('.'));
+        CHECK(seen.count(parent));
+      }
+    }
+  }
 }

@@ -196,6 +196,8 @@ void key_rules(const Checkpoint& ck, std::vector<Finding>& out) {
   for (const Tensor& t : ck.tensors) {
     const std::string& k = t.name;
     all_module &= k.rfind("module.", 0) == 0;
+    // Each segment looked for below holds "_mod" or "flat_param": most names are passed over whole.
+    if (k.find("_mod") == std::string::npos && k.find("flat_param") == std::string::npos) continue;
     bool c = false, f = false, a = false, s = false;
     size_t pos = 0;
     while (pos <= k.size()) {

@@ -144,11 +144,15 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
   const auto module_of = [&held](uint32_t k) { return held[k].module; };
   NameIndex family;  // parent -> its last child so far (in `tail`)
   std::vector<uint32_t> tail;
+  uint32_t last = kNone;  // the previous tensor's module: a module's tensors usually come together
   for (size_t k = 0; k < tensors.size(); ++k) {
     const std::string_view name = tensors[k].name;
     const size_t dot = name.rfind('.');
     const std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
-    auto [at, fresh] = index.try_emplace(module, static_cast<uint32_t>(held.size()), module_of);
+    auto [at, fresh] = last != kNone && held[last].module == module
+                           ? std::pair<uint32_t, bool>{last, false}
+                           : index.try_emplace(module, static_cast<uint32_t>(held.size()), module_of);
+    last = at;
     if (fresh) {
       const size_t pdot = module.rfind('.');
       const std::string_view parent = pdot == std::string_view::npos ? std::string_view() : module.substr(0, pdot);

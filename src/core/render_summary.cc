@@ -131,11 +131,20 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
   // Entries saved on an accelerator: torch.load puts them back there (device-storages in check).
   std::map<std::string, size_t> devices;
   bool accelerator = false;
+  const std::string* run = nullptr;  // entries come in runs of one device: each run counted at once
+  size_t in_run = 0;
   for (const Tensor& t : ck.tensors) {
     if (t.device.empty()) continue;
-    ++devices[t.device];
+    if (run && t.device == *run) {
+      ++in_run;
+      continue;
+    }
+    if (run) devices[*run] += in_run;
+    run = &t.device;
+    in_run = 1;
     accelerator |= t.device != "cpu" && t.device != "meta";
   }
+  if (run) devices[*run] += in_run;
   if (accelerator) {
     std::vector<std::string> d;
     for (const auto& [device, n] : devices) d.push_back(fmt::format("{} ({} {})", device, n, n == 1 ? "entry" : "entries"));

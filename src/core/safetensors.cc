@@ -146,11 +146,15 @@ std::optional<SafetensorsHeader> read_header_fast(std::string_view text, const L
   if (!h || h->tensors.size() > limits.tensors) return std::nullopt;
   SafetensorsHeader out;
   out.entries.reserve(h->tensors.size());
+  std::string_view last_st;  // a header holds a few dtypes: each looked up once per run of it
+  const DType* last = nullptr;
   for (FastTensorEntry& t : h->tensors) {
-    const DType* dtype = nullptr;
-    for (const auto& d : kStDTypes)
-      if (d.st == t.dtype) dtype = dtype_by_name(d.torch);
+    const DType* dtype = last && t.dtype == last_st ? last : nullptr;
+    for (size_t k = 0; !dtype && k < kStDTypes.size(); ++k)
+      if (kStDTypes[k].st == t.dtype) dtype = dtype_by_name(kStDTypes[k].torch);
     if (!dtype) return std::nullopt;
+    last_st = t.dtype;
+    last = dtype;
     SafetensorsEntry e{t.name, dtype, std::move(t.shape), 1, t.begin, t.end};
     for (const int64_t d : e.shape)
       if (mul_overflows(e.numel, static_cast<uint64_t>(d), &e.numel) || e.numel > (1ull << 62)) return std::nullopt;

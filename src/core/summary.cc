@@ -146,9 +146,9 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
   std::vector<uint32_t> parent_of{0};
   names.reserve(expect);
   parent_of.reserve(expect);
-  IndexBy row_of(derived ? 0 : expect, [&names](uint32_t k) { return names[k]; });  // name -> row, in creation order
-  bool indexed = !derived;  // every row is in row_of
-  if (indexed) row_of.try_emplace(std::string_view(), 0);
+  // name -> row: every row of a known tree; a derived tree's in parents out of order (below)
+  IndexBy row_of(derived ? 0 : expect, [&names](uint32_t k) { return names[k]; });
+  if (!derived) row_of.try_emplace(std::string_view(), 0);
   auto add_row = [&](std::string_view name, uint32_t parent) -> uint32_t {
     auto [row, fresh] = row_of.try_emplace(name, static_cast<uint32_t>(names.size()));
     if (fresh) {
@@ -158,46 +158,46 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
     return row;
   };
   for (const Module& m : ck.modules) add_row(m.name, 0);
-  // A derived tree's new prefix is looked for among its parent's rows only: they come in increasing order
-  // in every layout seen (sorted names; torch's module order, where ModuleList indices increase as
-  // numbers), and one after the last in that order is new without a search. A parent whose children came
-  // out of order is searched, newest first; a search longer than kScan puts every row in row_of instead.
+  // A derived tree's new prefix needs no search while its parent's rows come in increasing order, by
+  // bytes (sorted names, as safetensors headers hold them) or with numbers as numbers (torch's module
+  // order: ModuleList indices): one after the last in either order is new. A parent whose rows come in
+  // neither order has them put in row_of, and each new one is looked up there: row_of holds only those.
   constexpr uint32_t kNoRow = UINT32_MAX;
-  constexpr size_t kScan = 64;
-  std::vector<uint32_t> last_child, prev_sibling;  // derived, not indexed: by row
-  std::vector<uint8_t> ordered;  // by row: its children so far came in increasing order
-  if (!indexed) {
+  constexpr uint8_t kBytes = 1, kNumbers = 2, kIndexed = 4;  // by row: how its rows came so far
+  std::vector<uint32_t> last_child, prev_sibling;  // derived: by row
+  std::vector<uint8_t> order;
+  if (derived) {
     last_child.reserve(expect);
     prev_sibling.reserve(expect);
-    ordered.reserve(expect);
+    order.reserve(expect);
     last_child.push_back(kNoRow);
     prev_sibling.push_back(kNoRow);
-    ordered.push_back(1);
+    order.push_back(kBytes | kNumbers);
   }
   // `name`'s last segment starts at `seg`; `parent` is the row of what comes before it.
   auto child_row = [&](std::string_view name, size_t seg, uint32_t parent) -> uint32_t {
-    if (indexed) return add_row(name, parent);
     const uint32_t last = last_child[parent];
-    if (last != kNoRow && !(ordered[parent] && segment_less(names[last].substr(seg), name.substr(seg)))) {
-      size_t looked = 0;
-      for (uint32_t c = last; c != kNoRow; c = prev_sibling[c]) {
-        if (names[c] == name) return c;
-        if (++looked > kScan) {
-          indexed = true;
-          row_of.reserve(expect);
-          for (size_t r = 0; r < names.size(); ++r) row_of.try_emplace(names[r], static_cast<uint32_t>(r));
-          return add_row(name, parent);
-        }
-      }
-      ordered[parent] = 0;
-    }
     const auto row = static_cast<uint32_t>(names.size());
+    if (last != kNoRow && !(order[parent] & kIndexed)) {
+      const std::string_view a = names[last].substr(seg), b = name.substr(seg);
+      const uint8_t still = static_cast<uint8_t>(((order[parent] & kBytes) && a < b ? kBytes : 0) |
+                                                 ((order[parent] & kNumbers) && segment_less(a, b) ? kNumbers : 0));
+      if (still) {
+        order[parent] = still;
+      } else {  // out of both orders: this parent's rows go into row_of
+        order[parent] = kIndexed;
+        for (uint32_t c = last; c != kNoRow; c = prev_sibling[c]) row_of.try_emplace(names[c], c);
+      }
+    }
+    if (order[parent] & kIndexed) {
+      if (const auto [found, fresh] = row_of.try_emplace(name, row); !fresh) return found;
+    }
     names.push_back(name);
     parent_of.push_back(parent);
     prev_sibling.push_back(last);
     last_child[parent] = row;
     last_child.push_back(kNoRow);
-    ordered.push_back(1);
+    order.push_back(kBytes | kNumbers);
     return row;
   };
   std::vector<uint32_t> leaf;  // derived: each tensor's deepest row
