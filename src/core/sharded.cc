@@ -1,7 +1,6 @@
 #include "core/sharded.h"
 
 #include "core/fast_json.h"
-#include "core/name_index.h"
 
 #include <fmt/format.h>
 #include <malloc.h>
@@ -154,8 +153,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     for (size_t k = 0; k < h->entries.size(); ++k) {
       // A shard usually holds a run of the (sorted) weight_map: the next tensor is the next entry.
       const uint32_t at = entry[k] = index->find(h->entries[k].name, k ? entry[k - 1] + 1 : FastIndex::kNone);
-      if (at == FastIndex::kNone || sorted_of[index->file_of[at]] != i) return false;
-      if (held[at]) {  // a name repeated in the header: unmark, and let the whole reading say so
+      // Not here, or repeated in the header: unmark, and let the whole reading say what is wrong.
+      if (at == FastIndex::kNone || sorted_of[index->file_of[at]] != i || held[at]) {
         for (size_t u = 0; u < k; ++u) held[entry[u]] = 0;
         return false;
       }
