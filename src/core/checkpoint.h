@@ -77,7 +77,7 @@ struct Tensor {
   int64_t offset = 0;  // storage offset in elements
   uint64_t bytes = 0;  // numel * itemsize (sparse: stored component bytes)
   std::string storage;  // storage key ("0"), "" for none
-  std::string device = "cpu";  // saved location: "cpu", "cuda:0", "meta"
+  Interned device = "cpu";  // saved location: "cpu", "cuda:0", "meta"
   const Value* identity = nullptr;  // the pickle node (same node = same Python object)
   Boxed<TensorExtra> x;  // read as x->qscheme, written as x.mut().qscheme
   // Sharded checkpoints: 1 + the index in Checkpoint::sharded.shards of the shard holding it (0: none).
@@ -105,7 +105,7 @@ struct Storage {
   const DType* dtype = nullptr;
   uint64_t numel = 0;  // in elements of dtype (UntypedStorage: bytes)
   uint64_t nbytes = 0;
-  std::string device;
+  Interned device;
   std::string_view member;  // zip entry holding the bytes, viewing the mapped file ("" for legacy streams)
   uint64_t file_offset = 0;  // legacy / safetensors: where the bytes begin (0 = not located)
   uint64_t local_header = UINT64_MAX;  // zip archives: the member's local header (data follows it)

@@ -1,6 +1,6 @@
 // Small value types that keep per-tensor records lean at a million entries: Dims, a tensor's sizes or
-// strides (four inline, more on the heap), and Boxed<T>, a rarely set part of a record that costs one
-// pointer when unset.
+// strides (four inline, more on the heap), Boxed<T>, a rarely set part of a record that costs one
+// pointer when unset, and Interned, a string of a small set (a device) kept once for the process.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +9,10 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
 #include <span>
 #include <vector>
 
@@ -146,6 +150,41 @@ class Boxed {
     return n;
   }
   std::unique_ptr<T> p_;
+};
+
+// A string from a small set, a device name ("cpu", "cuda:0", "meta"), kept once for the process: one
+// pointer in a record instead of a std::string's 32 bytes. Reads as a const std::string&; assigned
+// from any string. Safe to assign from several threads.
+class Interned {
+ public:
+  Interned() = default;  // ""
+  Interned(std::string_view s) : p_(intern(s)) {}  // NOLINT: assigned from strings like a std::string
+  Interned(const char* s) : Interned(std::string_view(s)) {}  // NOLINT
+  Interned(const std::string& s) : Interned(std::string_view(s)) {}  // NOLINT
+
+  const std::string& str() const { return *p_; }
+  operator const std::string&() const { return *p_; }  // NOLINT
+  bool empty() const { return p_->empty(); }
+  size_t size() const { return p_->size(); }
+  const char* c_str() const { return p_->c_str(); }
+  size_t rfind(std::string_view s, size_t at = std::string::npos) const { return p_->rfind(s, at); }
+
+  friend bool operator==(const Interned& a, const Interned& b) { return a.p_ == b.p_; }
+  friend bool operator==(const Interned& a, std::string_view b) { return *a.p_ == b; }
+  friend bool operator==(const Interned& a, const std::string& b) { return *a.p_ == b; }
+  friend bool operator==(const Interned& a, const char* b) { return *a.p_ == b; }
+
+ private:
+  static const std::string* intern(std::string_view s) {
+    static const std::string none, cpu = "cpu";
+    if (s.empty()) return &none;
+    if (s == cpu) return &cpu;  // nearly every tensor's: no lock
+    static std::mutex lock;
+    static std::unordered_set<std::string> kept;  // nodes: each string stays where it is
+    std::lock_guard<std::mutex> g(lock);
+    return &*kept.emplace(s).first;
+  }
+  const std::string* p_ = intern({});
 };
 
 }  // namespace ckpt

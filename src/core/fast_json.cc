@@ -51,18 +51,25 @@ bool tensor_entry(element v, FastTensorEntry& t) {
   return dtype && shape && offsets;
 }
 
-bool parse(simdjson::dom::parser& parser, std::string_view text, simdjson::dom::object* root) {
+// `readable`: bytes from text.data() on that may be read; with the padding simdjson reads past the end
+// among them, the text is parsed where it is (else from a padded copy).
+bool parse(simdjson::dom::parser& parser, std::string_view text, size_t readable, simdjson::dom::object* root) {
   element doc;
-  return parser.parse(text.data(), text.size(), true).get(doc) == simdjson::SUCCESS &&
+  const bool padded = readable >= text.size() + simdjson::SIMDJSON_PADDING;
+  return parser.parse(text.data(), text.size(), !padded).get(doc) == simdjson::SUCCESS &&
          doc.get_object().get(*root) == simdjson::SUCCESS;
 }
 
 }  // namespace
 
-std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats) {
-  auto parser = std::make_shared<simdjson::dom::parser>();
+std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats, size_t readable,
+                                                             std::shared_ptr<void>* reuse) {
+  std::shared_ptr<simdjson::dom::parser> parser;
+  if (reuse && *reuse && reuse->use_count() == 1) parser = std::static_pointer_cast<simdjson::dom::parser>(*reuse);
+  else parser = std::make_shared<simdjson::dom::parser>();
+  if (reuse) *reuse = parser;
   simdjson::dom::object root;
-  if (!parse(*parser, text, &root)) return std::nullopt;
+  if (!parse(*parser, text, readable, &root)) return std::nullopt;
   FastSafetensorsHeader out;
   out.tensors.reserve(root.size());
   NameIndex seen(check_repeats ? root.size() : 0);
@@ -134,10 +141,10 @@ bool FastIndex::add(std::string_view tensor, std::string_view shard) {
   return true;
 }
 
-std::optional<FastIndex> fast_index(std::string_view text) {
+std::optional<FastIndex> fast_index(std::string_view text, size_t readable) {
   simdjson::dom::parser parser;
   simdjson::dom::object root;
-  if (!parse(parser, text, &root)) return std::nullopt;
+  if (!parse(parser, text, readable, &root)) return std::nullopt;
   FastIndex out;
   bool weight_map = false;
   NameIndex top(root.size());

@@ -38,7 +38,11 @@ struct FastSafetensorsHeader {
 // "data_offsets": [uint, uint]}, other fields ignored) and an optional __metadata__ object of strings,
 // no key repeated at any level that is read. `check_repeats` false leaves tensor names repeated at the
 // top level to the caller (a sharded read finds them through its index of the weight_map).
-std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats = true);
+// `readable`: the bytes from text.data() on that may be read (64 past the end spare a padded copy of the
+// text). `reuse`: a parser kept between documents read one after another on one thread, its buffers
+// used again once no header it gave out is alive (a fresh parser faults in new pages for each).
+std::optional<FastSafetensorsHeader> fast_safetensors_header(std::string_view text, bool check_repeats = true,
+                                                             size_t readable = 0, std::shared_ptr<void>* reuse = nullptr);
 
 // A sharded index's weight_map, each tensor name copied once into blocks the index owns, found by name.
 class FastIndex {
@@ -71,6 +75,7 @@ class FastIndex {
 
 // A sharded index: an object with a "weight_map" object of strings (no repeated tensor) and maybe a
 // "metadata" value; no repeated top-level key.
-std::optional<FastIndex> fast_index(std::string_view text);
+// `readable` as above.
+std::optional<FastIndex> fast_index(std::string_view text, size_t readable = 0);
 
 }  // namespace ckpt

@@ -16,19 +16,33 @@ constexpr uint32_t kNone = UINT32_MAX;
 
 // What one module holds directly: its tensors as a list threaded through `next_leaf` (attribute ->
 // shape, the first kept for a repeated attribute), and its neighbours among its parent's tensor-holding
-// children. No container per module: a million-entry state dict has about as many modules.
+// children. No container per module: a million-entry state dict has about as many modules (20 bytes
+// each; its name is the start of its first tensor's).
 struct Held {
-  std::string_view module;
-  const std::vector<Tensor>* tensors = nullptr;
-  const std::vector<uint32_t>* next_leaf = nullptr;  // by tensor: the module's next tensor
   uint32_t first = kNone, last = kNone;  // its tensors
   uint32_t prev = kNone, next = kNone;  // its siblings
+  uint32_t name_size = 0;  // its name's length
+};
+
+// The modules of a list of tensors, and one of them to ask about its tensors.
+struct Modules {
+  const std::vector<Tensor>& tensors;
+  std::vector<uint32_t> next_leaf;  // by tensor: its module's next tensor
+  std::vector<Held> held;  // in first-seen order
+  std::string_view name(const Held& h) const { return std::string_view(tensors[h.first].name).substr(0, h.name_size); }
+};
+
+struct Mod {
+  const Modules* all = nullptr;
+  const Held* h = nullptr;
+  explicit operator bool() const { return h != nullptr; }
+  // The shape of the module's tensor `leaf` (its attribute: what follows the module's name and its dot,
+  // the whole name at the top level), or nullptr.
   const Dims* get(std::string_view leaf) const {
-    for (uint32_t k = first; k != kNone; k = (*next_leaf)[k]) {
-      const std::string_view name = (*tensors)[k].name;
-      // the attribute: what follows the module's name and its dot (the whole name at the top level)
-      const size_t at = name.size() > module.size() && name[module.size()] == '.' ? module.size() + 1 : 0;
-      if (name.size() - at == leaf.size() && name.compare(at, leaf.size(), leaf) == 0) return &(*tensors)[k].shape;
+    for (uint32_t k = h->first; k != kNone; k = all->next_leaf[k]) {
+      const std::string_view name = all->tensors[k].name;
+      const size_t at = h->name_size > 0 ? h->name_size + 1 : 0;
+      if (name.size() - at == leaf.size() && name.compare(at, leaf.size(), leaf) == 0) return &all->tensors[k].shape;
     }
     return nullptr;
   }
@@ -60,10 +74,10 @@ bool linear_name(const std::string& last) {
 }
 
 // The channels a normalization right after a convolution works on (its first 1-D tensor), or -1.
-int64_t norm_channels(const Held* h) {
+int64_t norm_channels(Mod h) {
   if (!h) return -1;
   for (const char* leaf : {"running_mean", "weight", "bias"})
-    if (const auto* s = h->get(leaf); s && s->size() == 1) return (*s)[0];
+    if (const auto* s = h.get(leaf); s && s->size() == 1) return (*s)[0];
   return -1;
 }
 
@@ -78,8 +92,7 @@ std::string conv_type(const std::vector<int64_t>& w, int64_t out) {
   return "";
 }
 
-std::string infer_one(std::string_view module, const Held& h, const Held* next, const std::string& prev_type,
-                      const Held* prev) {
+std::string infer_one(std::string_view module, Mod h, Mod next, std::string_view prev_type, Mod prev) {
   const std::string last = lower_last(module);
   if (h.get("in_proj_weight")) return "MultiheadAttention";
   const auto* ih = h.get("weight_ih_l0");
@@ -100,7 +113,7 @@ std::string infer_one(std::string_view module, const Held& h, const Held* next, 
   const auto* rm = h.get("running_mean");
   if (rm && h.get("running_var") && rm->size() == 1) {  // BatchNorm: its dimension from the layer before it
     const int64_t c = (*rm)[0];
-    const auto* pw = prev ? prev->get("weight") : nullptr;
+    const auto* pw = prev ? prev.get("weight") : nullptr;
     if (pw && pw->size() >= 3 && prev_type.rfind("Conv", 0) == 0) {
       const bool transposed = prev_type.rfind("ConvTranspose", 0) == 0;
       if ((transposed ? (*pw)[1] : (*pw)[0]) == c) return "BatchNorm" + std::to_string(pw->size() - 2) + "d";
@@ -138,10 +151,11 @@ std::string infer_one(std::string_view module, const Held& h, const Held* next, 
 LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
   // Modules in first-seen order, found by name; each parent's tensor-holding children linked in that
   // order. Names view the tensors' names (a module's is a prefix of its tensors').
-  std::vector<Held> held;
-  std::vector<uint32_t> next_leaf(tensors.size(), kNone);
+  Modules mods{tensors, std::vector<uint32_t>(tensors.size(), kNone), {}};
+  std::vector<Held>& held = mods.held;
+  held.reserve(tensors.size());  // at most one module per tensor (pages not touched are not memory)
   PosIndex index(tensors.size() / 2);  // module -> held
-  const auto module_of = [&held](uint32_t k) { return held[k].module; };
+  const auto module_of = [&mods](uint32_t k) { return mods.name(mods.held[k]); };
   NameIndex family;  // parent -> its last child so far (in `tail`)
   std::vector<uint32_t> tail;
   uint32_t last = kNone;  // the previous tensor's module: a module's tensors usually come together
@@ -149,7 +163,7 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
     const std::string_view name = tensors[k].name;
     const size_t dot = name.rfind('.');
     const std::string_view module = dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
-    auto [at, fresh] = last != kNone && held[last].module == module
+    auto [at, fresh] = last != kNone && module_of(last) == module
                            ? std::pair<uint32_t, bool>{last, false}
                            : index.try_emplace(module, static_cast<uint32_t>(held.size()), module_of);
     last = at;
@@ -159,29 +173,34 @@ LayerTypes infer_layer_types(const std::vector<Tensor>& tensors) {
       auto [f, new_family] = family.try_emplace(parent, static_cast<uint32_t>(tail.size()));
       if (new_family) tail.push_back(kNone);
       Held h;
-      h.module = module;
-      h.tensors = &tensors;
-      h.next_leaf = &next_leaf;
+      h.first = static_cast<uint32_t>(k);
+      h.name_size = static_cast<uint32_t>(module.size());
       h.prev = tail[f];
       if (h.prev != kNone) held[h.prev].next = at;
       tail[f] = at;
       held.push_back(h);
     }
     Held& h = held[at];
-    if (h.last == kNone) h.first = static_cast<uint32_t>(k);
-    else next_leaf[h.last] = static_cast<uint32_t>(k);
+    if (h.last != kNone) mods.next_leaf[h.last] = static_cast<uint32_t>(k);
     h.last = static_cast<uint32_t>(k);
   }
+  index = PosIndex();
+  family = NameIndex();
   LayerTypes out;
   out.reserve(held.size());
-  std::vector<std::string_view> type(held.size());  // each kept for the process (LayerTypes::add)
+  std::vector<uint32_t> type_of(held.size(), kNone);  // each held module's in `out`
   for (size_t k = 0; k < held.size(); ++k) {
     const Held& h = held[k];
-    if (h.module.empty()) continue;  // tensors at the top level: no module to name
-    const Held* next = h.next != kNone ? &held[h.next] : nullptr;
-    const Held* prev = h.prev != kNone ? &held[h.prev] : nullptr;
-    const std::string t = infer_one(h.module, h, next, prev ? std::string(type[h.prev]) : std::string(), prev);
-    if (!t.empty()) type[k] = out.add(h.module, t, h.first);
+    const std::string_view module = mods.name(h);
+    if (module.empty()) continue;  // tensors at the top level: no module to name
+    const Mod next{&mods, h.next != kNone ? &held[h.next] : nullptr};
+    const Mod prev{&mods, h.prev != kNone ? &held[h.prev] : nullptr};
+    const std::string_view prev_type = prev && type_of[h.prev] != kNone ? out.type(type_of[h.prev]) : std::string_view();
+    const std::string t = infer_one(module, Mod{&mods, &h}, next, prev_type, prev);
+    if (!t.empty()) {
+      type_of[k] = static_cast<uint32_t>(out.size());
+      out.add(module, t, h.first);
+    }
   }
   return out;
 }

@@ -85,6 +85,14 @@ void MappedFile::release(const uint8_t* ptr, uint64_t len) const {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+uint64_t MappedFile::readable_from(const uint8_t* ptr) const {
+  if (source_ || ptr < data_ || ptr > data_ + size_) return 0;  // a remote file's bytes are fetched in blocks
+  const auto left = static_cast<uint64_t>(data_ + size_ - ptr);
+  if (!mapped_) return left;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return left + (page - size_ % page) % page;  // the last page's rest reads as zeros
+}
+
 void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
   if (source_) {
     if (len && ptr >= data_ && ptr + len <= data_ + size_) source_->ensure(ptr, len);

@@ -57,6 +57,10 @@ class MappedFile {
   // readahead window around it (8 MiB on some disks): a load that reads tensor bytes with pread / O_DIRECT
   // must not pull the file through the page cache by touching the zip headers between them.
   void advise_random() const;
+  // How many bytes from `ptr` (inside the file) on may be read: to the end of the mapping's last page for a
+  // mapped file (a parser that reads ahead in blocks needs no padded copy of a document that ends
+  // there), to the end of the file for a memory file, none for a remote one.
+  uint64_t readable_from(const uint8_t* ptr) const;
   // Whether the file is mapped (false for memory files, which have no file behind them).
   bool mapped() const { return mapped_; }
   // Whether the bytes come from a FileSource (a remote file): read_at() then streams them.

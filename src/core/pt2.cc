@@ -242,7 +242,7 @@ Tensor tensor_of(const Doc& d, const J& m, const std::string& ptr, const std::st
     const auto ty = dev->find("type");
     if (ty != dev->end() && ty->is_string()) t.device = ty->get<std::string>();
     const auto ix = dev->find("index");
-    if (ix != dev->end() && ix->is_number_integer()) t.device += ":" + ix->dump();
+    if (ix != dev->end() && ix->is_number_integer()) t.device = t.device.str() + ":" + ix->dump();
   }
   if (auto l = m.find("layout"); l != m.end() && l->is_number_integer() && l->get<int64_t>() != 7) {
     static const char* kLayouts[] = {"unknown", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "mkldnn"};

@@ -140,7 +140,7 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
       continue;
     }
     if (run) devices[*run] += in_run;
-    run = &t.device;
+    run = &t.device.str();
     in_run = 1;
     accelerator |= t.device != "cpu" && t.device != "meta";
   }
@@ -661,7 +661,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                    t.kind != TensorKind::Parameter ? "null"
                    : trainable(t)                  ? "true"
                                                    : "false");
-    opt_string(t.device);
+    opt_string(t.device.str());
     out += ", \"storage\": ";
     opt_string(t.storage);
     if (lazy || !strided) out += ", \"offset\": null";

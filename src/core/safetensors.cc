@@ -141,8 +141,9 @@ SafetensorsHeader read_header(const ByteView& header, std::string_view text, con
 }
 
 // The same entries from simdjson's reading, or nullopt where anything is off (read_header then says what).
-std::optional<SafetensorsHeader> read_header_fast(std::string_view text, const Limits& limits, bool check_repeats) {
-  std::optional<FastSafetensorsHeader> h = fast_safetensors_header(text, check_repeats);
+std::optional<SafetensorsHeader> read_header_fast(std::string_view text, const Limits& limits, bool check_repeats,
+                                                  size_t readable, std::shared_ptr<void>* reuse) {
+  std::optional<FastSafetensorsHeader> h = fast_safetensors_header(text, check_repeats, readable, reuse);
   if (!h || h->tensors.size() > limits.tensors) return std::nullopt;
   SafetensorsHeader out;
   out.entries.reserve(h->tensors.size());
@@ -210,9 +211,11 @@ bool looks_like_safetensors(const ByteView& f) {
   return f.size() >= 9 && (f.le<uint64_t>(0) >> 48) == 0 && f.u8(8) == '{';
 }
 
-std::optional<SafetensorsHeader> read_safetensors_header_fast(const ByteView& f, const Limits& limits, bool check_repeats) {
+std::optional<SafetensorsHeader> read_safetensors_header_fast(const ByteView& f, const Limits& limits, bool check_repeats,
+                                                              const MappedFile* file, std::shared_ptr<void>* reuse) {
   const std::string_view text = header_text(f, limits);
-  std::optional<SafetensorsHeader> h = read_header_fast(text, limits, check_repeats);
+  const size_t readable = file ? file->readable_from(reinterpret_cast<const uint8_t*>(text.data())) : 0;
+  std::optional<SafetensorsHeader> h = read_header_fast(text, limits, check_repeats, readable, reuse);
   if (!h) return std::nullopt;
   h->data_start = 8 + text.size();
   tile(*h, f);
@@ -243,7 +246,7 @@ void read_safetensors(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.format = Format::Safetensors;
   ck.container = Container::Safetensors;
   ck.content = Content::StateDict;
-  std::optional<SafetensorsHeader> fast = read_safetensors_header_fast(f, limits, true);
+  std::optional<SafetensorsHeader> fast = read_safetensors_header_fast(f, limits, true, in.file.get());
   SafetensorsHeader h;
   if (fast) {
     h = std::move(*fast);

@@ -40,8 +40,12 @@ struct SafetensorsHeader {
 // A file's header when it has the ordinary shape (fast_json.h), else nullopt: read_safetensors then names
 // what is wrong. What is read is checked as read_safetensors checks it and throws the same errors (a
 // header length over the limits, tensors that do not tile the data). `check_repeats` false: a tensor name
-// may repeat, for the caller to find (a sharded read, through its index of the weight_map).
-std::optional<SafetensorsHeader> read_safetensors_header_fast(const ByteView& file, const Limits& limits, bool check_repeats);
+// may repeat, for the caller to find (a sharded read, through its index of the weight_map). `mapped`: the
+// file behind the view, when the header may be parsed where it lies (MappedFile::readable_from);
+// `reuse`: fast_safetensors_header's.
+std::optional<SafetensorsHeader> read_safetensors_header_fast(const ByteView& file, const Limits& limits, bool check_repeats,
+                                                              const MappedFile* mapped = nullptr,
+                                                              std::shared_ptr<void>* reuse = nullptr);
 
 // The records of one entry as read_safetensors makes them (its storage key the name, or `key`), its
 // shape moved out.

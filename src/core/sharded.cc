@@ -90,7 +90,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   ck.file_size = file->size();
   // tensor -> shard: simdjson's reading where the index has the ordinary shape, else nlohmann's, which
   // names what is wrong (fast_json.h).
-  std::optional<FastIndex> index = fast_index(text);
+  std::optional<FastIndex> index = fast_index(text, file->readable_from(v.data()));
   // A shard that is no file beside the index is named as the full path meets it first (in name order).
   if (!index || !std::all_of(index->files.begin(), index->files.end(), beside)) index = read_index(v, text);
   const std::vector<std::string>& files = index->files;
@@ -112,8 +112,25 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   std::vector<size_t> first(shards.size() + 1, 0);
   for (const uint32_t f : index->file_of) ++first[sorted_of[f] + 1];
   for (size_t i = 0; i < shards.size(); ++i) first[i + 1] += first[i];
-  ck.tensors.resize(n);
-  ck.storages.resize(n);
+  // Sized by the first worker while the others parse their first headers (value-initializing 100,000
+  // records is ~15 ms of fresh pages); a worker waits for it before it writes a record.
+  std::atomic<bool> sized{false};
+  auto size_records = [&] {
+    try {
+      ck.tensors.resize(n);
+      ck.storages.resize(n);
+    } catch (...) {
+      sized = true;
+      sized.notify_all();
+      throw;
+    }
+    sized = true;
+    sized.notify_all();
+  };
+  auto wait_sized = [&] {
+    sized.wait(false);
+    if (ck.tensors.size() != n) throw std::bad_alloc();  // the first worker could not size them
+  };
 
   const std::string dir = vfs::parent(index_path);
   std::vector<uint8_t> held(n, 0);  // one writer per entry: the thread reading its shard
@@ -144,10 +161,11 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   };
   // A safetensors shard whose header has the ordinary shape and whose every tensor the weight_map puts
   // here, once: read into its place. False leaves the shard to the whole reading (which names a problem).
-  auto read_in_place = [&](size_t i, const std::shared_ptr<MappedFile>& f) {
+  // `parser`: the worker's, kept from one shard to the next.
+  auto read_in_place = [&](size_t i, const std::shared_ptr<MappedFile>& f, std::shared_ptr<void>* parser) {
     const ByteView fv = f->view();
     if (f->size() == 0 || looks_like_zip(fv) || looks_like_tar(fv) || !looks_like_safetensors(fv)) return false;
-    std::optional<SafetensorsHeader> h = read_safetensors_header_fast(fv, limits, /*check_repeats=*/false);
+    std::optional<SafetensorsHeader> h = read_safetensors_header_fast(fv, limits, /*check_repeats=*/false, f.get(), parser);
     if (!h) return false;
     std::vector<uint32_t> entry(h->entries.size());  // each tensor's in the weight_map
     for (size_t k = 0; k < h->entries.size(); ++k) {
@@ -160,6 +178,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       }
       held[at] = 1;
     }
+    wait_sized();
     Part& part = parts[i];
     part.file = f;
     part.tensors = h->entries.size();
@@ -181,7 +200,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       for (Tensor& t : mine) t.kind = TensorKind::Attribute;
     return true;
   };
-  auto read_part = [&](size_t i) {
+  auto read_part = [&](size_t i, std::shared_ptr<void>* parser) {
     try {
       const std::string& shard = shards[i];
       const std::string p = vfs::join(dir, shard);
@@ -190,7 +209,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       if (k != vfs::Kind::File && k != vfs::Kind::Unknown)
         v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
       std::shared_ptr<MappedFile> f = vfs::open(p);
-      if (read_in_place(i, f)) return;
+      if (read_in_place(i, f, parser)) return;
       Checkpoint& part = parts[i].other.emplace(read_weights(p, f, limits));
       for (Tensor& t : part.tensors) {
         held[entry_of(i, p, t.name)] = 1;
@@ -211,14 +230,19 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   if (threads > 1) {
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
-    run_threads(threads, stop, [&](unsigned) {
-      for (size_t i = next++; i < shards.size(); i = next++) read_part(i);
+    run_threads(threads, stop, [&](unsigned j) {
+      if (j == 0) size_records();
+      std::shared_ptr<void> parser;
+      for (size_t i = next++; i < shards.size(); i = next++) read_part(i, &parser);
     });
+  } else {
+    size_records();
   }
+  std::shared_ptr<void> parser;  // one worker: the shards read in turn below
   bool whole_parts = false;  // shards read whole: their storages are spliced in below
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string& shard = shards[i];
-    if (threads <= 1) read_part(i);
+    if (threads <= 1) read_part(i, &parser);
     if (failed[i]) std::rethrow_exception(failed[i]);
     Part& part = parts[i];
     if (part.other) {
@@ -263,6 +287,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   // The index and the parsers' buffers are freed: their pages go back to the system (glibc keeps a freed
   // block in the process once it has raised its mapping threshold past the block's size).
   index.reset();
+  parser.reset();
   malloc_trim(0);
 }
 

@@ -231,6 +231,9 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
       }
       leaf[k] = last_leaf;
     }
+    // What only the naming needed goes before the rows are made.
+    for (auto* v : {&last_child, &prev_sibling}) std::vector<uint32_t>().swap(*v);
+    std::vector<uint8_t>().swap(order);
   }
   // Where each row goes: the tree's order as given; a derived tree in pre-order by name segments, keeping
   // first-seen order among siblings (children listed by a counting sort on the parent, then a walk).
