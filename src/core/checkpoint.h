@@ -76,7 +76,7 @@ struct Tensor {
   int64_t numel = 0;
   int64_t offset = 0;  // storage offset in elements
   uint64_t bytes = 0;  // numel * itemsize (sparse: stored component bytes)
-  std::string storage;  // storage key ("0"), "" for none
+  SharedString storage;  // storage key ("0"), "" for none (shared with its Storage's key where it was copied from it)
   Interned device = "cpu";  // saved location: "cpu", "cuda:0", "meta"
   const Value* identity = nullptr;  // the pickle node (same node = same Python object)
   Boxed<TensorExtra> x;  // read as x->qscheme, written as x.mut().qscheme
@@ -101,7 +101,7 @@ struct Chunk {
 };
 
 struct Storage {
-  std::string key;
+  SharedString key;
   const DType* dtype = nullptr;
   uint64_t numel = 0;  // in elements of dtype (UntypedStorage: bytes)
   uint64_t nbytes = 0;

@@ -148,7 +148,7 @@ void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
       }
     if (ck.tensors.size() >= limits.tensors) v.fail(m->offset, fmt::format("more than {} tensors", limits.tensors));
     Storage s;
-    s.key = fqn;
+    s.key = t.storage;  // one copy of the key between them
     s.dtype = t.dtype;
     s.numel = numel;
     s.nbytes = t.bytes;

@@ -1,9 +1,11 @@
 // Small value types that keep per-tensor records lean at a million entries: Dims, a tensor's sizes or
 // strides (four inline, more on the heap), Boxed<T>, a rarely set part of a record that costs one
-// pointer when unset, and Interned, a string of a small set (a device) kept once for the process.
+// pointer when unset, Interned, a string of a small set (a device) kept once for the process, and
+// SharedString, a key two records hold once between them.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +17,8 @@
 #include <unordered_set>
 #include <span>
 #include <vector>
+
+#include <fmt/core.h>
 
 namespace ckpt {
 
@@ -187,4 +191,63 @@ class Interned {
   const std::string* p_ = intern({});
 };
 
+// An immutable string that copies share (one block with a count), for a key that two records hold: a
+// tensor's storage key and its storage's. 8 bytes in a record; reads as a const std::string&. Copies
+// may be made and dropped on several threads.
+class SharedString {
+ public:
+  SharedString() = default;  // ""
+  SharedString(std::string s) : b_(s.empty() ? nullptr : new Block{{1}, std::move(s)}) {}  // NOLINT: like a std::string
+  SharedString(std::string_view s) : SharedString(std::string(s)) {}  // NOLINT
+  SharedString(const char* s) : SharedString(std::string(s)) {}  // NOLINT
+  SharedString(const SharedString& o) : b_(o.b_) {
+    if (b_) b_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  SharedString(SharedString&& o) noexcept : b_(o.b_) { o.b_ = nullptr; }
+  SharedString& operator=(SharedString o) noexcept {
+    std::swap(b_, o.b_);
+    return *this;
+  }
+  ~SharedString() {
+    if (b_ && b_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete b_;
+  }
+
+  const std::string& str() const { return b_ ? b_->s : none(); }
+  operator const std::string&() const { return str(); }  // NOLINT
+  operator std::string_view() const { return str(); }  // NOLINT
+  std::string_view view() const { return str(); }
+  bool empty() const { return b_ == nullptr; }
+  size_t size() const { return str().size(); }
+
+  friend bool operator==(const SharedString& a, const SharedString& b) { return a.b_ == b.b_ || a.str() == b.str(); }
+  friend bool operator==(const SharedString& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const SharedString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const SharedString& a, const char* b) { return a.str() == b; }
+  friend bool operator<(const SharedString& a, const SharedString& b) { return a.str() < b.str(); }
+  friend std::string operator+(const std::string& a, const SharedString& b) { return a + b.str(); }
+  friend std::string operator+(const SharedString& a, const std::string& b) { return a.str() + b; }
+  friend std::string operator+(const char* a, const SharedString& b) { return a + b.str(); }
+  friend std::string operator+(const SharedString& a, const char* b) { return a.str() + b; }
+
+ private:
+  struct Block {
+    std::atomic<uint32_t> refs;
+    std::string s;
+  };
+  static const std::string& none() {
+    static const std::string n;
+    return n;
+  }
+  Block* b_ = nullptr;
+};
+
 }  // namespace ckpt
+
+// Formatted as its text.
+template <>
+struct fmt::formatter<ckpt::SharedString> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(const ckpt::SharedString& s, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.view(), ctx);
+  }
+};

@@ -663,7 +663,7 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
                                                    : "false");
     opt_string(t.device.str());
     out += ", \"storage\": ";
-    opt_string(t.storage);
+    opt_string(t.storage.view());
     if (lazy || !strided) out += ", \"offset\": null";
     else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
     out += ", \"layout\": ";

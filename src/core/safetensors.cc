@@ -229,9 +229,9 @@ void safetensors_records(SafetensorsEntry& e, uint64_t data_start, std::string k
   t.shape = std::move(e.shape);
   t.numel = static_cast<int64_t>(e.numel);
   t.bytes = e.end - e.begin;
-  t.storage = key;
-  t.device = "cpu";
   s.key = std::move(key);
+  t.storage = s.key;  // one copy of the key between them
+  t.device = "cpu";
   s.dtype = e.dtype;
   s.numel = e.numel;
   s.nbytes = e.end - e.begin;

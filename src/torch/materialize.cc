@@ -284,7 +284,7 @@ std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck
       } else {
         row.state = LoadState::Loaded;
         ++rep.loaded;
-        if (unique_views.insert({t.storage.empty() ? t.name : t.storage, t.offset, t.shape, t.stride}).second)
+        if (unique_views.insert({t.storage.empty() ? t.name : t.storage.str(), t.offset, t.shape, t.stride}).second)
           rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
       }
       out.emplace_back(tg.name, std::move(x));
