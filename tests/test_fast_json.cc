@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -137,4 +140,74 @@ TEST_CASE("fast_json: a refused header still gets the full path's message") {
   CHECK(error_of(R"({"a": {"dtype": "X9", "shape": [1], "data_offsets": [0, 4]}})").find("unknown dtype \"X9\"") !=
         std::string::npos);
   CHECK(error_of(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})").find("needs 8") != std::string::npos);
+}
+
+TEST_CASE("fast_json: a reused parser never overwrites a header still held, and parsing in place reads as the copy") {
+  auto header = [](const std::string& name, int n) {
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    for (int k = 0; k < n; ++k)
+      h[name + std::to_string(k)] = {{"dtype", "F32"}, {"shape", {k}}, {"data_offsets", {0, 4 * k}}};
+    return h.dump();
+  };
+  std::shared_ptr<void> reuse;
+  const std::string a = header("first.", 300), b = header("second.", 5), c = header("third.", 40);
+  auto ha = fast_safetensors_header(a, true, 0, &reuse);
+  REQUIRE(ha.has_value());
+  const void* parser_a = ha->strings.get();
+  // ha is alive: the next header needs a parser of its own, and ha's names stay as they were.
+  auto hb = fast_safetensors_header(b, true, 0, &reuse);
+  REQUIRE(hb.has_value());
+  CHECK(hb->strings.get() != parser_a);
+  CHECK(ha->tensors.size() == 300);
+  CHECK(ha->tensors[299].name == "first.299");
+  CHECK(hb->tensors[4].name == "second.4");
+  // Both dropped: the parser kept in `reuse` (hb's) reads the next one.
+  const void* parser_b = hb->strings.get();  // (no reference kept: that would keep it from reuse)
+  ha.reset();
+  hb.reset();
+  auto hc = fast_safetensors_header(c, true, 0, &reuse);
+  REQUIRE(hc.has_value());
+  CHECK(hc->strings.get() == parser_b);
+  CHECK(hc->tensors.size() == 40);
+  CHECK(hc->tensors[39].name == "third.39");
+
+  // In place: the text followed by bytes that may be read (not JSON, not zero) reads as a padded copy.
+  const std::string padded = c + std::string(100, '}');
+  const std::string_view text(padded.data(), c.size());
+  auto in_place = fast_safetensors_header(text, true, padded.size());
+  auto copied = fast_safetensors_header(text, true, 0);
+  REQUIRE(in_place.has_value());
+  REQUIRE(copied.has_value());
+  REQUIRE(in_place->tensors.size() == copied->tensors.size());
+  for (size_t k = 0; k < copied->tensors.size(); ++k) {
+    CHECK(in_place->tensors[k].name == copied->tensors[k].name);
+    CHECK(in_place->tensors[k].end == copied->tensors[k].end);
+  }
+  // A document cut short stays refused in place (the bytes after it are not read as its own).
+  const std::string_view cut(padded.data(), c.size() - 1);
+  CHECK_FALSE(fast_safetensors_header(cut, true, padded.size()).has_value());
+  CHECK(fast_index(std::string_view(padded.data(), c.size()), padded.size()) == std::nullopt);  // no weight_map
+}
+
+TEST_CASE("MappedFile::readable_from: to the end of the last page for a mapped file, the file's end otherwise") {
+  const std::string path = "/tmp/ckpt_test_readable_" + std::to_string(::getpid());
+  for (const size_t size : {size_t{1}, size_t{4000}, size_t{4096}, size_t{10000}}) {
+    {
+      FILE* f = std::fopen(path.c_str(), "wb");
+      REQUIRE(f);
+      const std::string bytes(size, 'x');
+      REQUIRE(std::fwrite(bytes.data(), 1, size, f) == size);
+      std::fclose(f);
+    }
+    auto m = MappedFile::open(path);
+    const ByteView v = m->view();
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t mapped_end = (size + page - 1) / page * page;
+    CHECK(m->readable_from(v.data()) == mapped_end);
+    CHECK(m->readable_from(v.data() + size) == mapped_end - size);
+    CHECK(m->readable_from(v.data() + size + 1) == 0);  // outside the file
+    auto mem = MappedFile::from_memory(std::string(size, 'y'), "mem");
+    CHECK(mem->readable_from(mem->view().data()) == size);
+  }
+  std::remove(path.c_str());
 }

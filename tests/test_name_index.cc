@@ -143,3 +143,36 @@ TEST_CASE("derived module tree: the rows of every prefix, once each, whatever th
     }
   }
 }
+
+TEST_CASE("SharedString and Interned: copies share one block / one kept string, and read as their text") {
+  SharedString a("model-00001-of-00002.safetensors:layers.0.weight");
+  SharedString b = a;  // shared
+  CHECK(&a.str() == &b.str());
+  CHECK(b == "model-00001-of-00002.safetensors:layers.0.weight");
+  CHECK(b.view().size() == 48);
+  SharedString c(std::string("model-00001-of-00002.safetensors:layers.0.weight"));  // equal text, its own block
+  CHECK(&c.str() != &a.str());
+  CHECK(c == a);
+  CHECK_FALSE(c < a);
+  CHECK(SharedString("0") < SharedString("1"));
+  a = SharedString();  // b keeps the block alive
+  CHECK(a.empty());
+  CHECK(a.str().empty());
+  CHECK(b == c);
+  CHECK(fmt::format("[{}]", SharedString("12")) == "[12]");
+  CHECK("storage " + SharedString("7") == "storage 7");
+  std::vector<SharedString> many(1000, b);  // copied and dropped in bulk
+  many.clear();
+  CHECK(b.size() == 48);
+
+  Interned d;  // ""
+  CHECK(d.empty());
+  Interned cpu = "cpu", cuda0 = std::string("cuda:0"), cuda0_again = std::string_view("cuda:0");
+  CHECK(cpu == "cpu");
+  CHECK(&cuda0.str() == &cuda0_again.str());  // one string for the process
+  CHECK(cuda0 == cuda0_again);
+  CHECK_FALSE(cuda0 == cpu);
+  CHECK(cuda0 != "cuda:1");
+  const std::string& as_string = cuda0;
+  CHECK(as_string == "cuda:0");
+}

@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>
 
 namespace ckpt {
 
