@@ -156,9 +156,9 @@ class Boxed {
   std::unique_ptr<T> p_;
 };
 
-// A string from a small set, a device name ("cpu", "cuda:0", "meta"), kept once for the process: one
-// pointer in a record instead of a std::string's 32 bytes. Reads as a const std::string&; assigned
-// from any string. Safe to assign from several threads.
+// A string from a small set (a device name: "cpu", "cuda:0", "meta"; an inferred class name), kept once
+// for the process: one pointer in a record instead of a std::string's 32 bytes, and views of it stay
+// valid. Reads as a const std::string&; assigned from any string. Safe to assign from several threads.
 class Interned {
  public:
   Interned() = default;  // ""
@@ -169,9 +169,6 @@ class Interned {
   const std::string& str() const { return *p_; }
   operator const std::string&() const { return *p_; }  // NOLINT
   bool empty() const { return p_->empty(); }
-  size_t size() const { return p_->size(); }
-  const char* c_str() const { return p_->c_str(); }
-  size_t rfind(std::string_view s, size_t at = std::string::npos) const { return p_->rfind(s, at); }
 
   friend bool operator==(const Interned& a, const Interned& b) { return a.p_ == b.p_; }
   friend bool operator==(const Interned& a, std::string_view b) { return *a.p_ == b; }
@@ -183,10 +180,16 @@ class Interned {
     static const std::string none, cpu = "cpu";
     if (s.empty()) return &none;
     if (s == cpu) return &cpu;  // nearly every tensor's: no lock
+    struct Hash {
+      using is_transparent = void;
+      size_t operator()(std::string_view x) const { return std::hash<std::string_view>()(x); }
+    };
     static std::mutex lock;
-    static std::unordered_set<std::string> kept;  // nodes: each string stays where it is
+    static std::unordered_set<std::string, Hash, std::equal_to<>> kept;  // nodes: each string stays where it is
     std::lock_guard<std::mutex> g(lock);
-    return &*kept.emplace(s).first;
+    auto it = kept.find(s);  // found without making a std::string
+    if (it == kept.end()) it = kept.emplace(s).first;
+    return &*it;
   }
   const std::string* p_ = intern({});
 };

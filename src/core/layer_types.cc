@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <mutex>
 #include <string>
-#include <unordered_set>
 #include <string_view>
 
 namespace ckpt {
@@ -213,19 +211,7 @@ void LayerTypes::reserve(size_t n) {
 
 std::string_view LayerTypes::add(std::string_view module, std::string_view type, uint32_t tensor) {
   // The names of classes are few: each is kept once for the process, and rows view it (summary.h).
-  static std::mutex lock;
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view x) const { return std::hash<std::string_view>()(x); }
-  };
-  static std::unordered_set<std::string, Hash, std::equal_to<>> names;
-  std::string_view kept;
-  {
-    std::lock_guard<std::mutex> g(lock);
-    auto it = names.find(type);
-    if (it == names.end()) it = names.emplace(type).first;
-    kept = *it;
-  }
+  const std::string_view kept = Interned(type).str();
   modules_.push_back(module);
   types_.push_back(kept);
   tensors_.push_back(tensor);

@@ -116,16 +116,15 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   // records is ~15 ms of fresh pages); a worker waits for it before it writes a record.
   std::atomic<bool> sized{false};
   auto size_records = [&] {
-    try {
-      ck.tensors.resize(n);
-      ck.storages.resize(n);
-    } catch (...) {
-      sized = true;
-      sized.notify_all();
-      throw;
-    }
-    sized = true;
-    sized.notify_all();
+    struct Told {  // sized or not (bad_alloc), the waiting workers are told
+      std::atomic<bool>& sized;
+      ~Told() {
+        sized = true;
+        sized.notify_all();
+      }
+    } told{sized};
+    ck.tensors.resize(n);
+    ck.storages.resize(n);
   };
   auto wait_sized = [&] {
     sized.wait(false);
