@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <memory>
+#include <vector>
 
 #include "core/mapped_file.h"
 #include "core/pickle.h"
@@ -213,6 +215,19 @@ namespace {
 // Structural equality of two graphs: kinds, scalar values, string bytes, how, depths, children, and the
 // offsets of every value but the one-per-pickle nodes (small ints, bools, None, the empty tuple), whose
 // offset is where the pickle first made them.
+// Whether `b` (read with packing) is the state dict `a` with its `_metadata` state skimmed: an empty dict
+// made where the state's EMPTY_DICT was, of the state's depth.
+bool skimmed(const Value* a, const Value* b) {
+  const Value* sa = a->state();
+  const Value* sb = b->state();
+  if (!sa || !sb || sa->kind != PKind::Dict || !sa->get("_metadata") || !sb->kids().empty() || sa->kids().empty()) return false;
+  CHECK(a->qualified() == "collections.OrderedDict");
+  CHECK(sb->kind == PKind::Dict);
+  CHECK(sb->offset == sa->offset);
+  CHECK(sb->depth == sa->depth);
+  return true;
+}
+
 void same_graph(const Value* a, const Value* b, int depth = 0) {
   REQUIRE((a == nullptr) == (b == nullptr));
   if (!a || depth > 64) return;
@@ -236,6 +251,7 @@ void same_graph(const Value* a, const Value* b, int depth = 0) {
   same_graph(a->callable(), b->callable(), depth + 1);
   same_graph(a->args(), b->args(), depth + 1);
   same_graph(a->kwargs(), b->kwargs(), depth + 1);
+  if (skimmed(a, b)) return;
   same_graph(a->state(), b->state(), depth + 1);
 }
 
@@ -271,6 +287,144 @@ TEST_CASE("pickle: packed tensor rebuilds unpack to the graph the pickle made (t
     CHECK(packed.end == plain.end);
     CHECK(packed.globals.size() == plain.globals.size());
     same_graph(plain.root, packed.root);
+  }
+}
+
+namespace {
+struct Both {
+  std::shared_ptr<MappedFile> file;
+  Heap plain_heap, packed_heap;
+  Unpickled plain, packed;
+};
+// data.pkl of a torch.save zip, unpickled as it is and with packing.
+std::unique_ptr<Both> both(const std::string& name) {
+  auto r = std::make_unique<Both>();
+  r->file = MappedFile::open((test::testdata() / name).string());
+  const ZipReader zip(r->file->view(), Limits{});
+  const ZipEntry* pkl = nullptr;
+  for (const ZipEntry& e : zip.entries())
+    if (e.name.size() >= 9 && e.name.substr(e.name.size() - 9) == "/data.pkl") pkl = &e;
+  REQUIRE(pkl);
+  const ByteView bytes = zip.stored(*pkl);
+  r->plain = unpickle(bytes, 0, r->plain_heap, Limits{});
+  r->packed = unpickle(bytes, 0, r->packed_heap, Limits{}, nullptr, false, nullptr, /*pack=*/true);
+  return r;
+}
+// The state dicts under `v` (OrderedDicts with a `_metadata` state in the plain graph), in pickle order.
+void state_dicts(const Value* v, std::vector<const Value*>& out, int depth = 0) {
+  if (!v || depth > 16) return;
+  if (v->kind == PKind::Object && v->qualified() == "collections.OrderedDict" && v->state() && v->state()->get("_metadata"))
+    out.push_back(v);
+  for (size_t k = 1; k < v->pairs().size(); k += 2) state_dicts(v->pairs()[k], out, depth + 1);
+}
+}  // namespace
+
+TEST_CASE("pickle: packing skims a state dict's _metadata, and reads it in full where the pickle uses it") {
+  struct Case {
+    const char* name;
+    size_t dicts;  // state dicts in the file
+    bool skim;  // their _metadata skimmed (else read in full)
+    bool repacked;  // read again unpacked (a version dict fetched from the memo)
+  };
+  for (const Case& c : {Case{"metadata/refetch_str.pt", 1, true, false}, Case{"metadata/two.pt", 2, true, false},
+                        Case{"metadata/protocol_4.pt", 1, true, false}, Case{"metadata/odd_metadata.pt", 1, false, false},
+                        Case{"metadata/refetch_dict.pt", 1, false, true}, Case{"t26/plain_state_dict.pt", 1, true, false}}) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    const auto r = both(name);
+    same_graph(r->plain.root, r->packed.root);
+    CHECK(r->packed.end == r->plain.end);
+    std::vector<const Value*> plain_sds, packed_sds;
+    state_dicts(r->plain.root, plain_sds);
+    REQUIRE(plain_sds.size() == c.dicts);
+    // the same walk over the packed graph, by position
+    for (const Value* sd : plain_sds) {
+      const Value* found = nullptr;
+      std::vector<const Value*> todo{r->packed.root};
+      while (!todo.empty() && !found) {
+        const Value* x = todo.back();
+        todo.pop_back();
+        if (x->offset == sd->offset && x->kind == PKind::Object) found = x;
+        for (size_t k = 1; k < x->pairs().size(); k += 2) todo.push_back(x->pairs()[k]);
+      }
+      REQUIRE(found);
+      REQUIRE(found->state());
+      CHECK(found->state()->kids().empty() == c.skim);
+      CHECK((found->state()->get("_metadata") != nullptr) == !c.skim);
+    }
+    CHECK((packed_count(r->packed.root) == 0) == c.repacked);
+    // every global used as Python's unpickler would use it (the OrderedDict called and built)
+    REQUIRE(r->packed.globals.size() == r->plain.globals.size());
+    for (size_t k = 0; k < r->plain.globals.size(); ++k) {
+      const GlobalRef& a = r->plain.globals[k];
+      const GlobalRef& b = r->packed.globals[k];
+      CHECK(a.module == b.module);
+      CHECK(a.name == b.name);
+      CHECK(a.use == b.use);
+      CHECK(a.use_offset == b.use_offset);
+      CHECK(std::string(a.use_opcode ? a.use_opcode : "") == std::string(b.use_opcode ? b.use_opcode : ""));
+    }
+  }
+  // The strings fetched again after the skim are made where their opcodes are, with their text.
+  const auto r = both("metadata/refetch_str.pt");
+  const Value* prefix = r->packed.root->get("prefix");
+  const Value* key = r->packed.root->get("key");
+  REQUIRE(prefix);
+  REQUIRE(key);
+  CHECK(prefix->str().empty());
+  CHECK(key->str() == "version");
+  CHECK(prefix->offset == r->plain.root->get("prefix")->offset);
+  CHECK(key->offset == r->plain.root->get("key")->offset);
+}
+
+TEST_CASE("pickle: hostile bytes in a skimmed _metadata give what reading it in full gives") {
+  // Each byte from the state's EMPTY_DICT on replaced by opcodes and lengths the skim reads, and the pickle
+  // cut there: a packed run fails with the plain run's message and offset, or makes the same graph.
+  for (const char* name : {"metadata/refetch_str.pt", "metadata/protocol_4.pt"}) {
+    CAPTURE(std::string(name));
+    const auto f = MappedFile::open((test::testdata() / name).string());
+    const ZipReader zip(f->view(), Limits{});
+    std::string pkl;
+    for (const ZipEntry& e : zip.entries())
+      if (e.name.size() >= 9 && e.name.substr(e.name.size() - 9) == "/data.pkl") pkl = std::string(zip.stored(e).str(0, e.compressed_size));
+    const size_t from = pkl.find("_metadata");
+    REQUIRE(from != std::string::npos);
+    std::vector<std::shared_ptr<MappedFile>> kept;  // the values view the bytes
+    auto outcome = [&](const std::string& bytes, bool pack, Heap& heap, Unpickled& u) -> std::string {
+      auto m = kept.emplace_back(MappedFile::from_memory(bytes, "mem.pkl"));
+      try {
+        u = unpickle(m->view(), 0, heap, Limits{}, nullptr, false, nullptr, pack);
+      } catch (const InputError& e) { return e.render(); }
+      return "";
+    };
+    size_t runs = 0, failed = 0;
+    for (size_t at = from - 8; at < pkl.size(); ++at) {
+      std::vector<std::string> variants{pkl.substr(0, at)};
+      for (const char b : {'\0', 'h', 'q', '}', 'u', 's', 'b', 'R', '(', 'K', '\x8c', '\xff', '\x95'}) {
+        std::string v = pkl;
+        v[at] = b;
+        variants.push_back(std::move(v));
+      }
+      for (const std::string& v : variants) {
+        Heap ph, kh;
+        Unpickled pu, ku;
+        const std::string plain = outcome(v, false, ph, pu);
+        const std::string packed = outcome(v, true, kh, ku);
+        ++runs;
+        REQUIRE(plain == packed);
+        if (!plain.empty()) {
+          ++failed;
+          continue;
+        }
+        same_graph(pu.root, ku.root);
+        REQUIRE(pu.globals.size() == ku.globals.size());
+        for (size_t k = 0; k < pu.globals.size(); ++k) CHECK(pu.globals[k].use == ku.globals[k].use);
+        kept.clear();
+      }
+    }
+    MESSAGE(runs << " variants, " << failed << " refused");
+    CHECK(failed > 0);
+    CHECK(failed < runs);
   }
 }
 

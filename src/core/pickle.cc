@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/allowlist.h"
 #include "core/pickle_text.h"
@@ -55,6 +56,14 @@ void* Heap::alloc(size_t bytes, size_t align) {
   cur_ += pad + bytes;
   left_ -= pad + bytes;
   return p;
+}
+
+void Heap::trim() {
+  if (blocks_.empty() || blocks_.back().get_deleter().size == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(cur_) + page - 1) & ~(page - 1);
+  const uintptr_t to = reinterpret_cast<uintptr_t>(cur_) + left_;  // the block's end, a page boundary
+  if (from < to) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 void Heap::Unmap::operator()(unsigned char* p) const {
@@ -173,11 +182,17 @@ struct Repack {};
 // The memo's mark for an argument value that packing dropped.
 Value kDropped;
 
+// A memo entry for a string that skimming (Machine::skim_metadata) read without making its value: the
+// offset of its opcode, shifted left with the low bit set (a Value* never has it). A fetch makes the value.
+bool is_unmade(const Value* v) { return (reinterpret_cast<uintptr_t>(v) & 1) != 0; }
+Value* unmade(uint64_t op_at) { return reinterpret_cast<Value*>(static_cast<uintptr_t>(op_at << 1 | 1)); }
+uint64_t unmade_at(const Value* v) { return reinterpret_cast<uintptr_t>(v) >> 1; }
+
 class Machine {
  public:
   Machine(const ByteView& data, uint64_t start, Heap& heap, const Limits& limits, bool file, bool pack,
           const std::function<void(uint64_t)>* read_past)
-      : c_(data, start, file), heap_(heap), lim_(limits), pack_(pack), read_past_(read_past) {}
+      : c_(data, start, file), heap_(heap), lim_(limits), file_(file), pack_(pack), read_past_(read_past) {}
 
   Unpickled run();
   const std::vector<GlobalRef>& globals() const { return out_.globals; }
@@ -308,7 +323,13 @@ class Machine {
   Value* memo_get(uint64_t key) {
     Value* v = nullptr;
     if (key < memo_vec_.size() && memo_vec_[key] != nullptr) {
-      v = memo_vec_[key];
+      Value*& slot = memo_vec_[key];
+      if (is_unmade(slot)) {  // a skimmed string, made now, where its opcode was
+        const uint64_t at = unmade_at(slot);
+        slot = heap_.make(PKind::Str, at);
+        slot->set_str(str_at(at));
+      }
+      v = slot;
     } else {
       auto it = memo_map_.find(key);
       if (it == memo_map_.end()) fail(fmt::format("memo key {} was never stored", key));
@@ -323,6 +344,18 @@ class Machine {
     return it == memo_map_.end() ? nullptr : &it->second;
   }
   Value* try_pack(Value* fn, Value* args);
+  bool skim_metadata(uint64_t& ops);
+  std::string_view str_at(uint64_t at) const;
+  std::optional<std::string_view> memo_str(uint64_t key) const;
+  bool skim_off_ = false;  // a skim gave up once: the rest of the pickle is read as it is
+  struct Skimmed {
+    enum Kind : uint8_t { Mark, Str, Int, State, Ordered, Dict, OrderedGlobal, EmptyTuple } kind;
+    bool metadata_key = false;  // a Str: "_metadata"
+    bool filled = false;  // State, Ordered, Dict: received an item
+    Value* real = nullptr;  // Str or OrderedGlobal fetched from the memo: its value
+    uint64_t at = 0;  // Str read here: its opcode's offset
+  };
+  std::vector<Skimmed> skim_;
   // `module` and `name` must outlive the heap (pickle bytes or heap_.keep()).
   Value* global(std::string_view module, std::string_view name, bool stack) {
     Value* g = make(PKind::Global);
@@ -470,6 +503,7 @@ class Machine {
     uint64_t mutations = 0;
     size_t nested = 0;
   };
+  bool file_ = false;
   bool pack_ = false;
   const std::function<void(uint64_t)>* read_past_ = nullptr;  // told, now and then, how far the machine has read
   std::vector<MarkAt> mark_at_;
@@ -585,7 +619,7 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   slots.clear();
   for (size_t k = at.memo_log; k < memo_log_.size(); ++k) {
     Value** slot = memo_slot(memo_log_[k]);
-    if (!slot || !*slot || !heap_.since(at.pos, *slot)) continue;
+    if (!slot || !*slot || is_unmade(*slot) || !heap_.since(at.pos, *slot)) continue;
     const bool kept_value = keep(*slot);
     if (!kept_value && kept.size() == 32) return nullptr;
     slots.push_back({slot, kept_value});
@@ -648,6 +682,199 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   std::copy(dims, dims + 2 * ndim, p->dims);
   e->packed = p;
   return o;
+}
+
+// The text of the string whose opcode (BINUNICODE or SHORT_BINUNICODE, checked when skimmed) is at `at`.
+std::string_view Machine::str_at(uint64_t at) const {
+  const uint8_t* d = c_.view().data();
+  if (d[at] == 0x8c) return {reinterpret_cast<const char*>(d + at + 2), d[at + 1]};
+  uint32_t n = 0;
+  std::memcpy(&n, d + at + 1, 4);  // little-endian, as the hosts ckpt builds for
+  return {reinterpret_cast<const char*>(d + at + 5), n};
+}
+
+std::optional<std::string_view> Machine::memo_str(uint64_t key) const {
+  if (key >= memo_vec_.size() || memo_vec_[key] == nullptr) return std::nullopt;
+  const Value* v = memo_vec_[key];
+  if (is_unmade(v)) return str_at(unmade_at(v));
+  if (v->kind == PKind::Str) return v->str();
+  return std::nullopt;
+}
+
+// Packing, at an EMPTY_DICT on top of a state dict of packed tensors: torch.save's module versions, the
+// OrderedDict's BUILD state after its last tensor,
+//   {'_metadata': OrderedDict([('', {'version': 1}), ('fc', {'version': 1}), ...])}
+// are read opcode by opcode without making their values (more than a third of a state dict's graph, and
+// read by nothing: an OrderedDict is its items). The strings the memo keeps are noted where their
+// opcodes are (unmade: made when fetched), the containers as kDropped (a fetch reads the pickle again
+// unpacked). The BUILD then gets an empty dict of the state's depth, and the OrderedDict's global is used
+// as it would have been. Anything else on the way (another opcode, shape or memo key, the limits) gives
+// up: the cursor and the memo go back to the EMPTY_DICT, which is read as usual, and so is the rest.
+bool Machine::skim_metadata(uint64_t& ops) {
+  if (file_ || stack_.size() <= floor()) return false;
+  const Value* od = stack_.back();
+  auto ordered_global = [&](const Value* g) {
+    return g && g->kind == PKind::Global && g->str() == "collections" && g->name() == "OrderedDict" &&
+           !out_.globals[static_cast<size_t>(g->ext->global)].computed;
+  };
+  if (od->kind != PKind::Object || !ordered_global(od->callable()) || od->ext->state) return false;
+  const Kids& items = od->ext->dict;
+  if (items.empty() || !items[items.size() - 1]->packed()) return false;
+  // The next opcodes: a memo put, then the key "_metadata" (written, or fetched from the memo).
+  const ByteView& v = c_.view();
+  const uint8_t* d = v.data();
+  uint64_t at = c_.pos();
+  auto have = [&](uint64_t n) { return at <= v.size() && n <= v.size() - at; };
+  if (have(2) && d[at] == 'q') at += 2;
+  else if (have(5) && d[at] == 'r') at += 5;
+  else if (have(1) && d[at] == 0x94) at += 1;
+  constexpr std::string_view kKey = "_metadata";
+  const bool written = (have(11) && d[at] == 0x8c && d[at + 1] == kKey.size() &&
+                        std::string_view(reinterpret_cast<const char*>(d + at + 2), kKey.size()) == kKey) ||
+                       (have(14) && d[at] == 'X' && d[at + 1] == kKey.size() && d[at + 2] == 0 && d[at + 3] == 0 && d[at + 4] == 0 &&
+                        std::string_view(reinterpret_cast<const char*>(d + at + 5), kKey.size()) == kKey);
+  const bool fetched = (have(2) && d[at] == 'h' && memo_str(d[at + 1]) == kKey) ||
+                       (have(5) && d[at] == 'j' && memo_str(d[at + 1] | d[at + 2] << 8 | d[at + 3] << 16 | uint64_t{d[at + 4]} << 24) == kKey);
+  if (!written && !fetched) return false;
+
+  const uint64_t start = c_.pos(), state_at = op_at_, ops_at = ops, frame_end = frame_end_;
+  const size_t memo_at = memo_vec_.size();
+  const bool framed = out_.framed;
+  const char* name = op_name_;
+  auto give_up = [&] {
+    memo_vec_.resize(memo_at);
+    c_.seek(start);
+    op_at_ = state_at;
+    op_name_ = name;
+    ops = ops_at;
+    frame_end_ = frame_end;
+    out_.framed = framed;
+    skim_off_ = true;
+    return false;
+  };
+  using K = Skimmed::Kind;
+  std::vector<Skimmed>& st = skim_;
+  st.assign(1, Skimmed{K::State});
+  bool deep = false;  // an inner dict received an item: the state is 4 deep, else 3 or less
+  auto put = [&](uint64_t key) -> bool {
+    if (st.empty() || st.back().kind == K::Mark || key != memo_vec_.size() || key >= (1ull << 26) || memo_count() >= lim_.memo_entries)
+      return false;
+    const Skimmed& s = st.back();
+    memo_vec_.push_back(s.real ? s.real : s.kind == K::Str ? unmade(s.at) : &kDropped);
+    return true;
+  };
+  // SETITEM(S) of st[k] -> st[k + 1] into st[t]: '_metadata' -> OrderedDict, str -> dict, str -> int.
+  auto item = [&](size_t t, size_t k) {
+    Skimmed& to = st[t];
+    const K key = st[k].kind, val = st[k + 1].kind;
+    if (key != K::Str) return false;
+    if (to.kind == K::State && val == K::Ordered && st[k].metadata_key) return to.filled = true;
+    if (to.kind == K::Ordered && val == K::Dict) return to.filled = true;
+    if (to.kind == K::Dict && val == K::Int) return to.filled = deep = true;
+    return false;
+  };
+  auto le32 = [&](uint64_t p) {
+    uint32_t x = 0;
+    std::memcpy(&x, d + p, 4);  // little-endian, as every host ckpt builds for
+    return x;
+  };
+  for (;;) {
+    at = c_.pos();
+    op_at_ = at;
+    if (++ops > lim_.pickle_ops || !have(1)) return give_up();
+    const uint8_t op = d[at];
+    uint64_t next = at + 1;
+    switch (op) {
+      case '(':
+        if (st.size() > 64) return give_up();
+        st.push_back({K::Mark});
+        break;
+      case '}': st.push_back({K::Dict}); break;
+      case ')': st.push_back({K::EmptyTuple}); break;
+      case 'K':
+      case 'M':
+      case 'J':
+        next += op == 'K' ? 1 : op == 'M' ? 2 : 4;
+        if (!have(next - at)) return give_up();
+        st.push_back({K::Int});
+        break;
+      case 0x8c:
+      case 'X': {
+        const uint64_t len_bytes = op == 'X' ? 4 : 1;
+        if (!have(1 + len_bytes)) return give_up();
+        const uint64_t n = op == 'X' ? le32(at + 1) : d[at + 1];
+        next += len_bytes + n;
+        if (n > lim_.string_bytes || !have(next - at)) return give_up();
+        st.push_back({K::Str, std::string_view(reinterpret_cast<const char*>(d + at + 1 + len_bytes), n) == kKey, false, nullptr, at});
+        break;
+      }
+      case 'q':
+      case 'r':
+      case 0x94: {
+        next += op == 'q' ? 1 : op == 'r' ? 4 : 0;
+        if (!have(next - at) || !put(op == 'q' ? d[at + 1] : op == 'r' ? le32(at + 1) : memo_count())) return give_up();
+        break;
+      }
+      case 'h':
+      case 'j': {
+        next += op == 'h' ? 1 : 4;
+        if (!have(next - at)) return give_up();
+        const uint64_t key = op == 'h' ? d[at + 1] : le32(at + 1);
+        Value* m = key < memo_vec_.size() ? memo_vec_[key] : nullptr;
+        if (!m) return give_up();
+        if (is_unmade(m)) st.push_back({K::Str, str_at(unmade_at(m)) == kKey, false, nullptr, unmade_at(m)});
+        else if (m->kind == PKind::Str && !m->ext) st.push_back({K::Str, m->str() == kKey, false, m});
+        else if (ordered_global(m)) st.push_back({K::OrderedGlobal, false, false, m});
+        else return give_up();
+        break;
+      }
+      case 0x95: {  // FRAME, parsing bytes: a length that must fit
+        if (!have(9)) return give_up();
+        uint64_t n = 0;
+        std::memcpy(&n, d + at + 1, 8);
+        next += 8;
+        if (n > v.size() - next) return give_up();
+        frame_end_ = next + n;
+        out_.framed = true;
+        break;
+      }
+      case 'R':  // OrderedDict()
+        if (st.size() < 2 || st.back().kind != K::EmptyTuple || st[st.size() - 2].kind != K::OrderedGlobal) return give_up();
+        op_name_ = "REDUCE";
+        use(st[st.size() - 2].real, kUseCalled);
+        st.pop_back();
+        st.back() = {K::Ordered};
+        break;
+      case 's':
+        if (st.size() < 3 || !item(st.size() - 3, st.size() - 2)) return give_up();
+        st.resize(st.size() - 2);
+        break;
+      case 'u': {
+        size_t m = st.size();
+        while (m > 0 && st[m - 1].kind != K::Mark) --m;
+        if (m < 2 || (st.size() - m) % 2 != 0) return give_up();  // m - 1: the MARK; m - 2: the target
+        for (size_t k = m; k < st.size(); k += 2)
+          if (!item(m - 2, k)) return give_up();
+        st.resize(m - 1);
+        break;
+      }
+      case 'b': {  // BUILD of the state dict with the whole state read
+        if (st.size() != 1 || !st[0].filled) return give_up();
+        c_.seek(next);
+        op_name_ = "BUILD";
+        ++mutations_;
+        Value* target = stack_.back();
+        use(target->callable(), kUseBuilt);
+        Value* state = heap_.make(PKind::Dict, state_at);
+        state->depth = deep ? 4 : 3;
+        heap_.ext(target)->state = state;
+        note_child(target, state);
+        return true;
+      }
+      default: return give_up();
+    }
+    c_.seek(next);
+  }
 }
 
 Unpickled Machine::run() {
@@ -819,7 +1046,10 @@ Unpickled Machine::run() {
         push(empty_tuple_);
         break;
       case ']': push(make(PKind::List)); break;
-      case '}': push(make(PKind::Dict)); break;
+      case '}':
+        if (pack_ && !skim_off_ && skim_metadata(ops)) break;
+        push(make(PKind::Dict));
+        break;
       case 0x8f: push(make(PKind::Set)); break;
       case 't':
         push(container(PKind::Tuple, pop_mark()));

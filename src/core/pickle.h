@@ -239,6 +239,9 @@ class Heap {
     return p.blocks == blocks_.size() && p.cur != nullptr && b >= p.cur && b < cur_;
   }
   bool can_rewind(const Pos& p) const { return p.blocks == blocks_.size() && p.cur != nullptr; }
+  // Gives the pages of the last block that nothing was allocated in back to the system (blocks are mapped
+  // populated, up to 4 MiB): a later allocation there maps them in again.
+  void trim();
   void rewind(const Pos& p) {
     left_ += static_cast<size_t>(cur_ - p.cur);
     cur_ = p.cur;
@@ -298,7 +301,10 @@ std::string bigint_decimal(const Value* v);
 // throws, `dropped` (if given) receives what Unpickled::dropped would have held.
 // `pack` packs torch.save's tensor rebuilds (PackedTensor): the same graph as far as anything reading it
 // through Value's accessors can tell, in a third of the memory. When a later opcode fetches a packed
-// argument back from the memo (no torch.save output does), the pickle is run again unpacked.
+// argument back from the memo (no torch.save output does), the pickle is run again unpacked. It also skims
+// a state dict's module versions (the `_metadata` dict torch.save writes as the BUILD state of an OrderedDict
+// of tensors, more than a third of its graph, which nothing reads): their values are not made, and the
+// BUILD records an empty dict of the same depth. Anything unusual there reads them as usual.
 // `read_past`, when given, is called every few MiB with an offset that the machine has read past: it
 // reads no byte before it again itself (values made from those bytes may still view them), so a caller can
 // let a mapping's pages go behind it.

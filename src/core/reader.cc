@@ -119,6 +119,7 @@ void read_torch_zip(Checkpoint& ck, const Input& in, const Limits& lim) {
     let_go_to = to;
   };
   Unpickled u = unpickle(pkl, 0, *ck.heap, lim, nullptr, false, nullptr, /*pack=*/true, let_go ? &read_past : nullptr);
+  ck.heap->trim();  // the interpreter makes few values: the last block's unused pages (up to 4 MiB) go back
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
   ck.globals_from = u.framed ? nullptr : pkl.data();  // framed: the scan parses it as a file too
@@ -221,6 +222,7 @@ void read_pickle(Checkpoint& ck, const Input& in, const Limits& lim) {
   }
   ck.container = Container::Pickle;
   ck.format = Format::Pickle;
+  ck.heap->trim();  // the interpreter makes few values: the last block's unused pages (up to 4 MiB) go back
   ck.pickle_protocol = u.protocol;
   ck.globals = std::move(u.globals);
   TorchInterpreter interp(ck, file, lim, [](Storage&, const Value*) {});  // a bare pickle holds no storage bytes
