@@ -108,6 +108,18 @@ void MappedFile::prefetch(const uint8_t* ptr, uint64_t len) const {
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
 }
 
+void prefault(void* p, uint64_t len) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + len) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)len;
+#endif
+}
+
 void MappedFile::advise_random() const {
   if (mapped_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
 }

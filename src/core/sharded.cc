@@ -10,6 +10,7 @@
 #include <exception>
 #include <optional>
 #include <span>
+#include <system_error>
 #include <thread>
 
 #include "core/keys.h"
@@ -77,6 +78,12 @@ FastIndex read_index(const ByteView& v, std::string_view text) {
 
 void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   const std::string& index_path = in.path;
+  // Local shards are read on several threads: the second one starts now, waking while the index is read.
+  std::optional<Standby> standby;
+  if (!vfs::is_url(index_path) && std::thread::hardware_concurrency() > 1) try {
+      standby.emplace();
+    } catch (const std::system_error&) {  // none: run_threads starts its own (or says why it cannot)
+    }
   auto file = vfs::open(index_path);
   const ByteView v = file->view();
   if (v.size() > limits.string_bytes)
@@ -123,6 +130,10 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
         sized.notify_all();
       }
     } told{sized};
+    ck.tensors.reserve(n);
+    ck.storages.reserve(n);
+    prefault(ck.tensors.data(), n * sizeof(Tensor));
+    prefault(ck.storages.data(), n * sizeof(Storage));
     ck.tensors.resize(n);
     ck.storages.resize(n);
   };
@@ -229,11 +240,14 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
   if (threads > 1) {
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
-    run_threads(threads, stop, [&](unsigned j) {
-      if (j == 0) size_records();
-      std::shared_ptr<void> parser;
-      for (size_t i = next++; i < shards.size(); i = next++) read_part(i, &parser);
-    });
+    run_threads(
+        threads, stop,
+        [&](unsigned j) {
+          if (j == 0) size_records();
+          std::shared_ptr<void> parser;
+          for (size_t i = next++; i < shards.size(); i = next++) read_part(i, &parser);
+        },
+        standby ? &*standby : nullptr);
   } else {
     size_records();
   }
