@@ -177,6 +177,8 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
     if (f->size() == 0 || looks_like_zip(fv) || looks_like_tar(fv) || !looks_like_safetensors(fv)) return false;
     std::optional<SafetensorsHeader> h = read_safetensors_header_fast(fv, limits, /*check_repeats=*/false, f.get(), parser);
     if (!h) return false;
+    // The header's pages go: the parse copied what the records need (the whole reading maps them back in).
+    let_go(*f, fv, 8, h->data_start - 8);
     std::vector<uint32_t> entry(h->entries.size());  // each tensor's in the weight_map
     for (size_t k = 0; k < h->entries.size(); ++k) {
       // A shard usually holds a run of the (sorted) weight_map: the next tensor is the next entry.
@@ -202,7 +204,6 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
       t.shard = static_cast<uint32_t>(i + 1);  // its place in ck.sharded.shards, pushed in this order below
       s.source = f.get();  // kept alive through keep_alive
     }
-    let_go(*f, fv, 8, h->data_start - 8);  // the header's pages: its names are copied
     // What each tensor is, as reading the shard alone says (read_safetensors).
     const std::span<Tensor> mine(ck.tensors.data() + at, std::min(h->entries.size(), first[i + 1] - at));
     infer_kinds(mine);
