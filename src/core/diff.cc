@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
+#include <ranges>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,6 +15,7 @@
 #include "core/keys.h"
 #include "core/lightning_details.h"
 #include "core/mapped_file.h"
+#include "core/name_index.h"
 #include "core/storage.h"
 #include "core/summary.h"
 #include "core/text.h"
@@ -47,18 +51,30 @@ View storage_view(const Checkpoint& ck, const Tensor& t, const StorageIndex& ind
   return v;
 }
 
-// Each key under its renamed name (renamed_key, as load does), refusing two keys that become one.
-std::unordered_map<std::string, size_t> renamed_keys(const Checkpoint& c, const char* side, const std::string& strip,
-                                                     const std::string& add, std::vector<std::string>& names) {
-  std::unordered_map<std::string, size_t> out;
+// Each key under its renamed name (renamed_key, as load does), refusing two keys that become one. The
+// names view the tensors' own where nothing renames them (a diff of two million-entry files holds no
+// copy of a name), and the index is 8 bytes a slot over them.
+struct RenamedKeys {
+  std::vector<std::string_view> names;  // index-aligned with the tensors
+  std::deque<std::string> renamed;  // what renamed names view
+  PosIndex index;  // name -> its first tensor
+  std::string_view operator()(uint32_t k) const { return names[k]; }
+  const uint32_t* find(std::string_view name) const { return index.find(name, *this); }
+  size_t size() const { return index.size(); }
+};
+
+void renamed_keys(const Checkpoint& c, const char* side, const std::string& strip, const std::string& add, RenamedKeys& out) {
+  const bool renames = !strip.empty() || !add.empty();
+  out.names.reserve(c.tensors.size());
+  out.index.reserve(c.tensors.size());
   for (size_t k = 0; k < c.tensors.size(); ++k) {
-    names.push_back(renamed_key(c.tensors[k].name, strip, add));
-    const auto [it, fresh] = out.emplace(names.back(), k);
-    if (!fresh && (!strip.empty() || !add.empty()))
-      throw UsageError(fmt::format("renaming gives keys '{}' and '{}' of {} the same name '{}'",
-                                   visible(c.tensors[it->second].name), visible(c.tensors[k].name), side, visible(names.back())));
+    const std::string& name = c.tensors[k].name;
+    out.names.push_back(renames ? std::string_view(out.renamed.emplace_back(renamed_key(name, strip, add))) : std::string_view(name));
+    const auto [first, fresh] = out.index.try_emplace(out.names.back(), static_cast<uint32_t>(k), out);
+    if (!fresh && renames)
+      throw UsageError(fmt::format("renaming gives keys '{}' and '{}' of {} the same name '{}'", visible(c.tensors[first].name),
+                                   visible(name), side, visible(out.names.back())));
   }
-  return out;
 }
 
 using J = nlohmann::ordered_json;
@@ -192,11 +208,12 @@ DiffVerdict DiffResult::verdict(const DiffOptions& o) const {
 
 DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o) {
   DiffResult r;
-  std::vector<std::string> names_a, names_b;  // renamed, index-aligned with A.tensors / B.tensors
-  const auto in_a = renamed_keys(A, "A", o.strip_prefix, o.add_prefix, names_a);
-  const auto in_b = renamed_keys(B, "B", o.strip_prefix, "", names_b);
+  RenamedKeys in_a, in_b;  // renamed, index-aligned with A.tensors / B.tensors
+  renamed_keys(A, "A", o.strip_prefix, o.add_prefix, in_a);
+  renamed_keys(B, "B", o.strip_prefix, "", in_b);
   size_t exact = 0;
-  for (const auto& [name, k] : in_a) exact += in_b.count(name);
+  for (size_t k = 0; k < in_a.names.size(); ++k)
+    if (*in_a.find(in_a.names[k]) == k) exact += in_b.find(in_a.names[k]) != nullptr;  // each name once
   r.keys_equal = exact == in_a.size() && exact == in_b.size();
 
   // A rename asked for that renames nothing is most likely a typo: said on stderr.
@@ -210,7 +227,9 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
 
   // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
   if (!r.keys_equal) {
-    const std::unordered_set<std::string> set_b(names_b.begin(), names_b.end());
+    const std::vector<std::string> names_a(in_a.names.begin(), in_a.names.end());
+    std::unordered_set<std::string> set_b;
+    for (const std::string_view n : in_b.names) set_b.emplace(n);
     const PrefixRename best = best_prefix_rename(names_a, set_b);
     // A rename explains the files only when it pairs more keys than names do, and at least half of them.
     if (best.op != PrefixRename::None && best.paired > exact && best.paired * 2 >= std::min(in_a.size(), in_b.size())) {
@@ -219,45 +238,51 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
       if (o.strip_prefix.empty() && o.add_prefix.empty()) {
         // Stripped from both sides, the prefix pairs keys in either direction: say so when it pairs as many.
         std::unordered_set<std::string> stripped_b;
-        for (const std::string& n : names_b) stripped_b.insert(renamed_key(n, best.prefix, ""));
+        for (const std::string_view n : in_b.names) stripped_b.insert(renamed_key(std::string(n), best.prefix, ""));
         size_t paired = 0;
         for (const std::string& n : names_a) paired += stripped_b.count(renamed_key(n, best.prefix, ""));
         if (paired >= best.paired) r.hint_strip_prefix = best.prefix;
       }
     }
   }
-  auto partner = [&](const std::string& a_name) -> std::optional<size_t> {  // a_name renamed
-    std::string b_name = a_name;
-    if (r.prefix_op == "b_adds") b_name = r.prefix + a_name;
+  std::string b_name;
+  auto partner = [&](std::string_view a_name) -> std::optional<size_t> {  // a_name renamed
+    std::string_view name = a_name;
+    if (r.prefix_op == "b_adds") name = b_name.assign(r.prefix).append(a_name);
     if (r.prefix_op == "b_removes") {
-      if (a_name.compare(0, r.prefix.size(), r.prefix) != 0) return std::nullopt;
-      b_name = a_name.substr(r.prefix.size());
+      if (a_name.substr(0, r.prefix.size()) != r.prefix) return std::nullopt;
+      name = a_name.substr(r.prefix.size());
     }
-    auto it = in_b.find(b_name);
-    return it == in_b.end() ? std::nullopt : std::optional<size_t>(it->second);
+    const uint32_t* k = in_b.find(name);
+    return k ? std::optional<size_t>(*k) : std::nullopt;
   };
 
+  // Paired keys: the pair and its values' comparison, the rest read from the records at the end; only the
+  // pairs that changed become TensorDiffs.
+  struct Pair {
+    size_t a = 0, b = 0;
+    bool compared = false, comparable = true, values_equal = true, within = true;
+    double max_abs = 0.0, max_rel = 0.0;
+  };
+  auto shape_of = [](const Tensor& t) { return std::span<const int64_t>(t.shape.begin(), t.shape.end()); };
+  auto same_shape = [&](const Tensor& a, const Tensor& b) { return std::ranges::equal(shape_of(a), shape_of(b)); };
   const StorageIndex index_a(A), index_b(B);
   std::vector<bool> paired_a(A.tensors.size(), false), paired_b(B.tensors.size(), false);
-  std::vector<TensorDiff> paired;  // in A's order
+  std::vector<Pair> paired;  // in A's order
+  paired.reserve(std::min(A.tensors.size(), B.tensors.size()));
   std::vector<ValuePair> jobs;
   std::vector<size_t> job_of;  // index in `paired` of each job
   for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
     const Tensor& ta = A.tensors[ka];
-    const std::optional<size_t> kb = partner(names_a[ka]);
+    const std::optional<size_t> kb = partner(in_a.names[ka]);
     if (!kb) continue;
     const Tensor* tb = &B.tensors[*kb];
     paired_a[ka] = paired_b[*kb] = true;
     ++r.paired;
-    TensorDiff& d = paired.emplace_back();
-    d.a = ta.name;
-    d.b = tb->name;
-    d.dtype_a = ta.dtype ? std::string(ta.dtype->name) : "?";
-    d.dtype_b = tb->dtype ? std::string(tb->dtype->name) : "?";
-    d.shape_a = ta.shape;
-    d.shape_b = tb->shape;
-    d.state_changed = ta.state != tb->state;
-    if (o.values && ta.shape == tb->shape && ta.state == tb->state) {
+    Pair& d = paired.emplace_back();
+    d.a = ka;
+    d.b = *kb;
+    if (o.values && same_shape(ta, *tb) && ta.state == tb->state) {
       const View va = storage_view(A, ta, index_a), vb = storage_view(B, *tb, index_b);
       if (va.bytes && vb.bytes) {
         d.compared = true;
@@ -324,21 +349,41 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
   vo.progress = o.progress;
   const std::vector<ValueDiff> values = compare_values(jobs, vo);
   for (size_t j = 0; j < job_of.size(); ++j) {
-    TensorDiff& d = paired[job_of[j]];
+    Pair& d = paired[job_of[j]];
     d.max_abs = values[j].max_abs;
     d.max_rel = values[j].max_rel;
     d.values_equal = values[j].equal;
     d.within = values[j].within;
     r.max_abs = std::max(r.max_abs, d.max_abs);
   }
-  for (TensorDiff& d : paired) {
-    const bool dtype_changed = d.dtype_a != d.dtype_b;
-    d.differs = d.shape_a != d.shape_b || d.state_changed || (dtype_changed && !o.ignore_dtype) || (d.compared && !d.within);
+  auto dtype_name = [](const Tensor& t) { return t.dtype ? std::string_view(t.dtype->name) : std::string_view("?"); };
+  for (const Pair& p : paired) {
+    const Tensor& ta = A.tensors[p.a];
+    const Tensor& tb = B.tensors[p.b];
+    const bool dtype_changed = dtype_name(ta) != dtype_name(tb);
+    const bool shape_changed = !same_shape(ta, tb);
+    const bool state_changed = ta.state != tb.state;
+    const bool differs = shape_changed || state_changed || (dtype_changed && !o.ignore_dtype) || (p.compared && !p.within);
     if (dtype_changed && o.ignore_dtype) ++r.dtype_ignored;
-    if (d.differs) ++r.differ;
-    else if (d.compared && !d.values_equal) ++r.within;
+    if (differs) ++r.differ;
+    else if (p.compared && !p.values_equal) ++r.within;
     else ++r.same_pairs;
-    if (dtype_changed || d.shape_a != d.shape_b || d.state_changed || !d.values_equal) r.changed.push_back(std::move(d));
+    if (!dtype_changed && !shape_changed && !state_changed && p.values_equal) continue;
+    TensorDiff& d = r.changed.emplace_back();
+    d.a = ta.name;
+    d.b = tb.name;
+    d.dtype_a = dtype_name(ta);
+    d.dtype_b = dtype_name(tb);
+    d.shape_a.assign(ta.shape.begin(), ta.shape.end());
+    d.shape_b.assign(tb.shape.begin(), tb.shape.end());
+    d.compared = p.compared;
+    d.comparable = p.comparable;
+    d.max_abs = p.max_abs;
+    d.max_rel = p.max_rel;
+    d.values_equal = p.values_equal;
+    d.within = p.within;
+    d.state_changed = state_changed;
+    d.differs = differs;
   }
   const bool keys_ok = r.keys_equal || r.prefix_op.empty();  // a detected rename is a difference
   r.equal = keys_ok && r.only_in_a.empty() && r.only_in_b.empty() && r.differ == 0 && r.within == 0;

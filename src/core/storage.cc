@@ -12,13 +12,13 @@
 
 namespace ckpt {
 
-StorageIndex::StorageIndex(const Checkpoint& ck, Limits limits) : ck_(ck), limits_(limits) {
-  for (const Storage& s : ck.storages) by_key_.emplace(s.key, &s);
+StorageIndex::StorageIndex(const Checkpoint& ck, Limits limits) : ck_(ck), limits_(limits), by_key_(ck.storages.size(), KeyOf{&ck}) {
+  for (size_t k = 0; k < ck.storages.size(); ++k) by_key_.try_emplace(ck.storages[k].key, static_cast<uint32_t>(k));  // the first of a key
 }
 
-const Storage* StorageIndex::find(const std::string& key) const {
-  auto it = by_key_.find(key);
-  return it == by_key_.end() ? nullptr : it->second;
+const Storage* StorageIndex::find(std::string_view key) const {
+  const uint32_t* k = by_key_.find(key);
+  return k ? &ck_.storages[*k] : nullptr;
 }
 
 ByteView StorageIndex::bytes(const Storage& s) const {

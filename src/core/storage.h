@@ -11,11 +11,13 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/name_index.h"
 
 namespace ckpt {
 
@@ -26,7 +28,7 @@ namespace ckpt {
 class StorageIndex {
  public:
   explicit StorageIndex(const Checkpoint& ck, Limits limits = Limits{});
-  const Storage* find(const std::string& key) const;
+  const Storage* find(std::string_view key) const;
   ByteView bytes(const Storage& s) const;
   // True when bytes(s) is memory of this index rather than a view of a mapped file.
   static bool assembled(const Storage& s) { return !s.dcp->chunks.empty(); }
@@ -35,7 +37,11 @@ class StorageIndex {
   ByteView assemble(const Storage& s) const;
   const Checkpoint& ck_;
   Limits limits_;
-  std::unordered_map<std::string, const Storage*> by_key_;
+  struct KeyOf {  // the index's names: the storages' keys (8 bytes a slot, no copy of a key)
+    const Checkpoint* ck;
+    std::string_view operator()(uint32_t k) const { return ck->storages[k].key; }
+  };
+  IndexBy<KeyOf> by_key_;
   mutable std::mutex lock_;
   mutable std::map<const Storage*, std::pair<std::vector<uint8_t>, std::shared_ptr<const Origin>>> assembled_;
 };
