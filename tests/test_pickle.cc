@@ -428,6 +428,57 @@ TEST_CASE("pickle: hostile bytes in a skimmed _metadata give what reading it in 
   }
 }
 
+TEST_CASE("pickle: limits met inside a skimmed _metadata fail where reading it in full fails") {
+  // metadata/two.pt: two state dicts, 61 memo puts, 485 opcodes; each limit swept across the values where
+  // the skim's part of the pickle crosses it.
+  const auto f = MappedFile::open((test::testdata() / "metadata/two.pt").string());
+  const ZipReader zip(f->view(), Limits{});
+  std::string pkl;
+  for (const ZipEntry& e : zip.entries())
+    if (e.name.size() >= 9 && e.name.substr(e.name.size() - 9) == "/data.pkl") pkl = std::string(zip.stored(e).str(0, e.compressed_size));
+  REQUIRE(!pkl.empty());
+  auto m = MappedFile::from_memory(pkl, "mem.pkl");
+  auto outcome = [&](const Limits& lim, bool pack, Heap& heap, Unpickled& u) -> std::string {
+    try {
+      u = unpickle(m->view(), 0, heap, lim, nullptr, false, nullptr, pack);
+    } catch (const InputError& e) { return e.render(); }
+    return "";
+  };
+  size_t runs = 0, refused = 0;
+  auto same = [&](const Limits& lim) {
+    Heap ph, kh;
+    Unpickled pu, ku;
+    const std::string plain = outcome(lim, false, ph, pu), packed = outcome(lim, true, kh, ku);
+    ++runs;
+    CHECK(plain == packed);
+    if (!plain.empty()) ++refused;
+    else if (packed.empty()) same_graph(pu.root, ku.root);
+  };
+  for (uint64_t n = 1; n <= 500; ++n) {
+    Limits lim;
+    lim.pickle_ops = n;
+    same(lim);
+  }
+  for (uint64_t n = 1; n <= 70; ++n) {
+    Limits lim;
+    lim.memo_entries = n;
+    same(lim);
+  }
+  for (uint64_t n = 1; n <= 8; ++n) {
+    Limits lim;
+    lim.pickle_depth = n;
+    same(lim);
+  }
+  for (uint64_t n = 0; n <= 12; ++n) {
+    Limits lim;
+    lim.string_bytes = n;
+    same(lim);
+  }
+  MESSAGE(runs << " limits, " << refused << " refused");
+  CHECK(refused > 0);
+  CHECK(refused < runs);
+}
+
 TEST_CASE("pickle: a packed argument fetched again from the memo runs the pickle unpacked") {
   // {'a': rebuild(pid('storage', FloatStorage, '0', 'cpu', 4), 0, (2, 2), (2, 1), False, OrderedDict()),
   //  'b': rebuild(the same storage by memo, ...), 'c': <the first tensor's size tuple, by memo>}

@@ -638,6 +638,7 @@ Value* Machine::try_pack(Value* fn, Value* args) {
     dims[ndim + k] = stride->kids()[k]->i;
   }
   const uint32_t depth = args->depth + 1;
+  if (depth > lim_.pickle_depth) return nullptr;  // the call as unpacked fails there, with its message
 
   heap_.rewind(at.pos);
   auto moved = [&](Value* v) -> Value* {
@@ -711,7 +712,8 @@ std::optional<std::string_view> Machine::memo_str(uint64_t key) const {
 // as it would have been. Anything else on the way (another opcode, shape or memo key, the limits) gives
 // up: the cursor and the memo go back to the EMPTY_DICT, which is read as usual, and so is the rest.
 bool Machine::skim_metadata(uint64_t& ops) {
-  if (file_ || stack_.size() <= floor()) return false;
+  // (a depth limit under the state's 4 levels is met where reading it in full meets it)
+  if (file_ || stack_.size() <= floor() || lim_.pickle_depth < 4) return false;
   const Value* od = stack_.back();
   auto ordered_global = [&](const Value* g) {
     return g && g->kind == PKind::Global && g->str() == "collections" && g->name() == "OrderedDict" &&
@@ -756,6 +758,7 @@ bool Machine::skim_metadata(uint64_t& ops) {
   std::vector<Skimmed>& st = skim_;
   st.assign(1, Skimmed{K::State});
   bool deep = false;  // an inner dict received an item: the state is 4 deep, else 3 or less
+  size_t marks = 0;  // MARKs open on `st`
   auto put = [&](uint64_t key) -> bool {
     if (st.empty() || st.back().kind == K::Mark || key != memo_vec_.size() || key >= (1ull << 26) || memo_count() >= lim_.memo_entries)
       return false;
@@ -781,12 +784,13 @@ bool Machine::skim_metadata(uint64_t& ops) {
   for (;;) {
     at = c_.pos();
     op_at_ = at;
-    if (++ops > lim_.pickle_ops || !have(1)) return give_up();
+    // The limits: where one is near, reading in full says which, where.
+    if (++ops > lim_.pickle_ops || !have(1) || stack_.size() + st.size() + 1 >= lim_.pickle_depth * 64 + 1024) return give_up();
     const uint8_t op = d[at];
     uint64_t next = at + 1;
     switch (op) {
       case '(':
-        if (st.size() > 64) return give_up();
+        if (marks_.size() + marks++ >= lim_.pickle_depth) return give_up();
         st.push_back({K::Mark});
         break;
       case '}': st.push_back({K::Dict}); break;
@@ -856,6 +860,7 @@ bool Machine::skim_metadata(uint64_t& ops) {
         for (size_t k = m; k < st.size(); k += 2)
           if (!item(m - 2, k)) return give_up();
         st.resize(m - 1);
+        --marks;
         break;
       }
       case 'b': {  // BUILD of the state dict with the whole state read
