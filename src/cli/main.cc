@@ -2,6 +2,7 @@
 // Thin main: parse, dispatch through the command table, map errors to exit codes (the only exit).
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -110,11 +111,17 @@ int main(int argc, char** argv) {
      }},
   };
   std::string command = "ckpt";  // the one named, for the --help hint
-  if (const auto rc = preparse(app, argc, argv, version, command)) return *rc;
+  // --version, and --help below: their text is output like any report's (a write that fails is exit 4).
+  if (const auto rc = preparse(app, argc, argv, version, command)) return checked(*rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return checked(app.exit(e));  // --help: on stdout
+    if (e.get_exit_code() == 0) {  // --help: on stdout (std::cout writes through stdio's stdout)
+      errno = 0;
+      const int rc = app.exit(e);
+      if (std::ferror(stdout)) ckpt::note_output_errno(errno);  // a write of a long help failed: its errno
+      return checked(rc);
+    }
     print_usage_error(usage_message(e), command);
     return ckpt::kExitUsage;
   }

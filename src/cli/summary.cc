@@ -63,7 +63,7 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
                 "for a decoder with a config.json its KV cache");
   auto* dtype = sub->add_option("--dtype", o.memory_options.dtypes,
                   "With --memory: only these dtypes (float32, float16, bfloat16, int8, int4; repeatable; default: the file's "
-                  "own and all five); the first sets the KV cache's")
+                  "own and all five); the first floating one sets the KV cache's")
       ->type_name("D")
       ->type_size(1)
       ->expected(1)
@@ -178,6 +178,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
         fmt::format("{} is a {} without code: give --model ARCH (a TorchScript archive of its architecture) to run a forward",
                     name, to_string(ck.format)));
   Summary s = summarize(ck);
+  s.operand = vfs::display(name);
   s.model = model;
   if (o.memory) s.memory = estimate_memory(ck, s, o.memory_options);
 #ifdef CKPT_WITH_TORCH

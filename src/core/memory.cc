@@ -282,8 +282,14 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       KvCache kv;
       kv.batch = o.batch;
       kv.seq_len = *seq;
-      kv.dtype = !o.dtypes.empty() ? o.dtypes.front() : !m.own_dtype.empty() ? m.own_dtype : "float32";
-      if (!dtype_rule(kv.dtype) || dtype_rule(kv.dtype)->itemsize < 2) kv.dtype = m.own_dtype.empty() ? "float32" : m.own_dtype;
+      // The first floating --dtype (weights in int8 / int4 still keep their keys and values in a floating
+      // dtype), else the file's own.
+      kv.dtype = m.own_dtype.empty() ? "float32" : m.own_dtype;
+      for (const std::string& d : o.dtypes)
+        if (dtype_rule(d) && dtype_rule(d)->itemsize >= 2) {
+          kv.dtype = d;
+          break;
+        }
       kv.layers = *c.num_hidden_layers;
       kv.kv_heads = *c.kv_heads();
       kv.head_dim = *c.head_size();

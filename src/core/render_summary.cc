@@ -10,6 +10,7 @@
 
 #include "core/lightning_details.h"
 #include "core/text.h"
+#include "core/vfs.h"
 
 namespace ckpt {
 
@@ -508,7 +509,8 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   const Totals& T = s.totals;
   J j;
   j["schema"] = kSummarySchema;
-  j["file"] = ck.path;
+  j["file"] = s.operand.empty() ? ck.path : s.operand;
+  if (const std::string read = vfs::display(ck.path); !s.operand.empty() && read != s.operand) j["resolved"] = read;
   j["file_size"] = ck.file_size;
   if (const auto& f = s.fetched) {
     j["remote"] = J{{"url", f->url}, {"requests", f->requests}, {"bytes", f->bytes}, {"files", f->files}};

@@ -170,6 +170,9 @@ struct Summary {
     uint64_t unverified = 0;  // files whose server gives no validator (vfs::Transfer::unverified)
   };
   std::optional<Fetched> fetched;
+  // The input as given (secrets redacted), when the command names it: JSON's `file`, as check's and diff's;
+  // the file read for it (a folder's index or weights) is then `resolved`.
+  std::string operand;
 };
 
 Summary summarize(const Checkpoint& ck);

@@ -694,7 +694,8 @@ def cases_s3(T, s3, envs, wrong_secret, temp_secret, session_token, **_):
                 T.same(c, f"summary --jsonl {url}", T.docs(c, r), prefixes, T.docs(c, lr), [loc])
 
     dir_case("s3: s3://ckpt/models/ (a prefix of several files) is the local directory", "s3://ckpt/models/", "m/s3/ckpt/models", ["s3://ckpt/models"])
-    dir_case("s3: s3://ckpt/hf/bert_enc/ (a sharded HF folder) is the local folder", "s3://ckpt/hf/bert_enc/", "m/s3/ckpt/hf/bert_enc", ["s3://ckpt/hf/bert_enc"])
+    # (the local folder given as the URL is, with its slash: JSON's `file` is the operand as given)
+    dir_case("s3: s3://ckpt/hf/bert_enc/ (a sharded HF folder) is the local folder", "s3://ckpt/hf/bert_enc/", "m/s3/ckpt/hf/bert_enc/", ["s3://ckpt/hf/bert_enc"])
     url = "s3://ckpt/models/model.safetensors"
     loc = "m/s3/ckpt/models/model.safetensors"
     creds = {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION")}
