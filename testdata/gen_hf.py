@@ -29,6 +29,9 @@ AutoModelFor*.from_pretrained(folder, dtype="auto"), checked equal to the model 
 - accelerate_estimate_training_usage: accelerate.commands.estimate.estimate_training_usage(total_size,
   precision) for float32, float16, bfloat16 (hf211's field: the function applied to the loaded model's
   own total, which for a half-precision file is not what the command prints; see the next field);
+- accelerate_float32_total_size and accelerate_estimate_training_usage_float32 (every row's training as the
+  command derives it, from the float32 size) are added afterwards by testdata/add_training_truth.py, which
+  adds them to hf211's copied truth as well: run it after this script;
 - accelerate_estimate_memory: what `accelerate estimate-memory <folder> --library_name transformers`
   computes, by running the command's own functions (accelerate.commands.estimate.gather_data and
   estimate_command, with their create_empty_model: AutoConfig.from_pretrained(folder), AutoModel.from_config

@@ -255,12 +255,13 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     if (r.own) {
       r.total = static_cast<double>(m.total);
       r.largest = static_cast<double>(m.largest);
-      r.training = estimate_training_usage(m.total, d);
     } else {
       r.total = static_cast<double>(m.float32_total) / rule.divisor;
       r.largest = f32_largest / rule.divisor;
-      r.training = estimate_training_usage(m.float32_total, d);
     }
+    // Every row's training from the float32 size, as accelerate's command derives it: training in mixed
+    // precision keeps float32 master weights and Adam's states whatever dtype the file was saved in.
+    r.training = estimate_training_usage(m.float32_total, d);
     m.rows.push_back(r);
   }
 

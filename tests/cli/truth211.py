@@ -23,7 +23,8 @@ computed it.
 For hf211/truth.json and hf523/truth.json (HF_FOLDERS; hf523: transformers 5.23, accelerate 1.15, written by
 testdata/gen_hf.py): num_parameters as totals.parameters and every tensor of each model folder; and
 `summary --memory` byte for byte against accelerate's calculate_maximum_sizes (total, largest layer and its
-names), estimate_training_usage per mixed-precision mode, and the KV cache bytes of the real
+names), every row's estimate_training_usage of the float32 size, as the estimate-memory command derives each
+row (accelerate_estimate_training_usage_float32, testdata/add_training_truth.py), and the KV cache bytes of the real
 past_key_values for each (batch, seq_len) of the truth (and, for hf523, how many layers transformers' cache
 made sliding-window ones); the parameter and buffer bytes of the loaded model (non-persistent buffers
 included); and, for hf523, every row of `accelerate estimate-memory` as the command's own functions computed
@@ -49,6 +50,7 @@ HF_FOLDERS = ("hf211", "hf523")
 # mismatch does, and so does an entry here that is never compared. One that starts agreeing is printed as a
 # NOTE (remove it from the table then).
 _BUFFERS = ("buffer_bytes", "memory total_size", "memory own row")
+_TRAINING = tuple(f"memory training {p}" for p in ("float32", "float16", "bfloat16"))  # from the float32 size
 _ESTIMATE = tuple(f"estimate-memory {d} {f}" for d in ("float32", "float16") for f in ("total_bytes", "training")) + \
     ("estimate-memory int8 total_bytes", "estimate-memory int4 total_bytes")
 _ORIG = ("transformers 5.23 registers the non-persistent model.rotary_emb.original_inv_freq beside inv_freq "
@@ -57,19 +59,17 @@ _NO_HEAD = ("accelerate's command sizes the AutoModel it builds, the base model 
             "in float32); and original_inv_freq")
 KNOWN_TABLE = (
     # model                       fields                                                   issue       cause
-    ("hf523/llama_gqa_bf16",      _BUFFERS + ("memory training bfloat16",),                "issue 41", _ORIG),
+    ("hf523/llama_gqa_bf16",      _BUFFERS + _TRAINING,                                    "issue 41", _ORIG),
     ("hf523/llama_gqa_bf16",      _ESTIMATE,                                               "issue 41", _NO_HEAD),
-    ("hf523/mistral_sw_bf16",     _BUFFERS + ("memory training bfloat16",),                "issue 41", _ORIG),
+    ("hf523/mistral_sw_bf16",     _BUFFERS + _TRAINING,                                    "issue 41", _ORIG),
     ("hf523/mistral_sw_bf16",     _ESTIMATE,                                               "issue 41", _NO_HEAD),
-    ("hf523/qwen2_sw_bf16",       _BUFFERS + ("memory training bfloat16",),                "issue 41", _ORIG),
+    ("hf523/qwen2_sw_bf16",       _BUFFERS + _TRAINING,                                    "issue 41", _ORIG),
     ("hf523/qwen2_sw_bf16",       _ESTIMATE,                                               "issue 41", _ORIG),
-    ("hf523/gemma2_sw",           _BUFFERS + tuple(f"memory training {p}" for p in ("float32", "float16", "bfloat16")),
-                                                                                           "issue 41", _ORIG),
+    ("hf523/gemma2_sw",           _BUFFERS + _TRAINING,                                    "issue 41", _ORIG),
     ("hf523/gemma2_sw",           _ESTIMATE,                                               "issue 41", _ORIG),
-    ("hf523/phi3_partial_fp16",   _BUFFERS + ("memory training float16",),                 "issue 41", _ORIG),
+    ("hf523/phi3_partial_fp16",   _BUFFERS + _TRAINING,                                    "issue 41", _ORIG),
     ("hf523/phi3_partial_fp16",   _ESTIMATE,                                               "issue 41",
-     _NO_HEAD + "; the float16 row of a float16 file is the file's own, its training from the file's bytes, not "
-     "from the float32 size as the command derives every row"),
+     _NO_HEAD),
 )
 KNOWN = {f"{model} {field}": issue for model, fields, issue, _ in KNOWN_TABLE for field in fields}
 
@@ -170,11 +170,10 @@ def main():
             own = rows[m["dtype"]]
             eq(f"{label} memory own row", [own["own"], own["total_bytes"], own["largest_layer_bytes"]],
                [True, mx["total_size"], mx["largest_layer"][0]])
-            for precision, usage in truth["accelerate_estimate_training_usage"].items():
-                # the file's own dtype row is accelerate's estimate_training_usage(total, own dtype); for a
-                # float32 file every row's base is that same total (accelerate's CLI sizes the float32 model)
-                if precision == m["dtype"] or m["dtype"] == "float32":
-                    eq(f"{label} memory training {precision}", rows[precision]["training"], usage)
+            # every row's training, the file's own included, is accelerate's estimate_training_usage of the float32
+            # size (the folder loaded in float32), as the estimate-memory command derives each row
+            for precision, usage in truth["accelerate_estimate_training_usage_float32"].items():
+                eq(f"{label} memory training {precision}", rows[precision]["training"], usage)
             # every parameter once and every buffer, the non-persistent ones transformers registers included
             if "param_bytes" in truth:
                 tot = doc["totals"]
