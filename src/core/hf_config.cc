@@ -109,6 +109,12 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
   for (const char* k : {"dtype", "torch_dtype"})
     if (auto d = j.find(k); d != j.end() && d->is_string() && c.dtype.empty()) c.dtype = d->get<std::string>();
   if (auto e = j.find("is_encoder_decoder"); e != j.end() && e->is_boolean()) c.is_encoder_decoder = e->get<bool>();
+  if (auto v = j.find("transformers_version"); v != j.end() && v->is_string()) {
+    const std::string& t = v->get_ref<const std::string&>();
+    size_t digits = 0;
+    while (digits < t.size() && digits < 4 && t[digits] >= '0' && t[digits] <= '9') ++digits;
+    if (digits > 0 && (digits == t.size() || t[digits] == '.')) c.transformers_major = std::stoi(t.substr(0, digits));
+  }
   // Multimodal configs keep the language model's facts in text_config.
   const nlohmann::json* f = &j;
   if (auto t = j.find("text_config"); t != j.end() && t->is_object() && !j.contains("num_hidden_layers") &&

@@ -40,6 +40,9 @@ struct HfConfig {
   std::optional<int64_t> sliding_window_pattern;  // Gemma 3: every Nth layer is full (default 6)
   double partial_rotary_factor = 1.0;  // the share of head_dim that rotary embeddings turn (rope_parameters,
                                        // partial_rotary_factor, GPT-NeoX's rotary_pct)
+  // `transformers_version` as save_pretrained writes it ("5.17.0"): its major number, unset when absent or
+  // not a version (the non-persistent buffers a model registers changed with 5.0).
+  std::optional<int> transformers_major;
   bool from_text_config = false;  // the numeric facts came from text_config
   bool is_encoder_decoder = false;
 

@@ -76,13 +76,16 @@ std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, 
   std::string base = w.layers_prefix;  // "model.layers." / "encoder.layer." / "transformer.h."
   if (!base.empty()) base = parent_of(base.substr(0, base.size() - 1));
   if (!base.empty()) base += ".";
-  // One rotary embedding per model (transformers 5.17: inv_freq, float32 [ceil(dim / 2)], dim the rotated
-  // part of head_dim).
+  // One rotary embedding per model: inv_freq, float32 [ceil(dim / 2)], dim the rotated part of head_dim; from
+  // transformers 5.0 on (5.0 to 5.24 read: every one of these model types, in 4.57 none) also
+  // original_inv_freq, a copy of it (4.x kept that as a plain attribute, no buffer). The config's
+  // transformers_version tells which; without one, today's.
   static const std::set<std::string> rotary{"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
                                             "gemma", "gemma2", "gpt_neox", "falcon"};
   if (rotary.count(c.model_type) && c.head_size()) {
     const auto dim = static_cast<int64_t>(static_cast<double>(*c.head_size()) * c.partial_rotary_factor);
     add(base + "rotary_emb.inv_freq", "float32", {(dim + 1) / 2});
+    if (c.transformers_major.value_or(5) >= 5) add(base + "rotary_emb.original_inv_freq", "float32", {(dim + 1) / 2});
   }
   // Gemma's scaled embedding: embed_scale, a 0-dim float32 (transformers >= 5.3).
   if ((c.model_type == "gemma" || c.model_type == "gemma2") && !w.embedding.empty())

@@ -200,6 +200,23 @@ def main():
             want = per_token * ((3 - sliding) * 40 + sliding * kept)
             expect(f"sliding {edit}: kv {kv}, want {want} ({sliding} sliding layers)",
                    kv and kv["bytes"] == want and kv["sliding_layers"] == sliding)
+        # The non-persistent rotary buffers by the config's transformers_version: transformers 4.x registers
+        # inv_freq alone (its original_inv_freq is a plain attribute), 5.x (5.0 to 5.24 read, and 5.17 / 5.23
+        # measured in testdata/hf211 and hf523's truth) inv_freq and original_inv_freq; no version: today's.
+        for k, (version, names) in enumerate([("4.57.6", ["inv_freq"]), ("5.0.0", ["inv_freq", "original_inv_freq"]),
+                                              ("5.17.0", ["inv_freq", "original_inv_freq"]),
+                                              (None, ["inv_freq", "original_inv_freq"])]):
+            dst = os.path.join(tmp, f"tv{k}")
+            shutil.copytree(src, dst)
+            cfg = os.path.join(dst, "config.json")
+            c = json.load(open(cfg))
+            c.pop("transformers_version", None)
+            if version:
+                c["transformers_version"] = version
+            json.dump(c, open(cfg, "w"))
+            m = json.loads(run(a.ckpt, "summary", "--json", "--memory", dst).stdout)["memory"]
+            got = [b["name"].split(".")[-1] for b in m["non_persistent_buffers"]]
+            expect(f"transformers_version {version}: non-persistent buffers {got}, want {names}", got == names)
         # a config.json that is not a transformers config (no model_type / architectures) is not the model's
         dst = os.path.join(tmp, "other")
         shutil.copytree(os.path.join(td, "t211", "hf_bert_bf16"), dst)
