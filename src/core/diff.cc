@@ -357,18 +357,39 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     r.max_abs = std::max(r.max_abs, d.max_abs);
   }
   auto dtype_name = [](const Tensor& t) { return t.dtype ? std::string_view(t.dtype->name) : std::string_view("?"); };
+  // Ties: per entry, the first entry that is the same tensor (Summary::same_tensor), looked for only in a
+  // file with fewer storages than entries (no entry shares one otherwise). A pair whose entry is tied to an
+  // earlier one on one side must be tied to that one's pair on the other; a tied partner that only one side
+  // has (a copy safetensors dropped) says nothing.
+  auto firsts = [](const Checkpoint& ck) {
+    return ck.storages.size() < ck.tensors.size() ? same_tensor_of(ck) : std::vector<size_t>();
+  };
+  const std::vector<size_t> first_a = firsts(A), first_b = firsts(B);
+  auto first = [](const std::vector<size_t>& f, size_t k) { return f.empty() ? k : f[k]; };
+  std::vector<size_t> a_of_b;  // B's entry -> A's, for the ties B has
+  if (!first_b.empty()) {
+    a_of_b.assign(B.tensors.size(), SIZE_MAX);
+    for (const Pair& p : paired) a_of_b[p.b] = p.a;
+  }
   for (const Pair& p : paired) {
     const Tensor& ta = A.tensors[p.a];
     const Tensor& tb = B.tensors[p.b];
     const bool dtype_changed = dtype_name(ta) != dtype_name(tb);
     const bool shape_changed = !same_shape(ta, tb);
     const bool state_changed = ta.state != tb.state;
-    const bool differs = shape_changed || state_changed || (dtype_changed && !o.ignore_dtype) || (p.compared && !p.within);
+    // A tie removed (A's entry is an earlier one's tensor, B's is not that one's pair's) or added (the other way).
+    const size_t fa = first(first_a, p.a), fb = first(first_b, p.b);
+    bool tie_changed = false;
+    if (fa != p.a)
+      if (const std::optional<size_t> other = partner(in_a.names[fa])) tie_changed |= first(first_b, *other) != fb;
+    if (fb != p.b && a_of_b[fb] != SIZE_MAX) tie_changed |= first(first_a, a_of_b[fb]) != fa;
+    const bool differs =
+        shape_changed || state_changed || tie_changed || (dtype_changed && !o.ignore_dtype) || (p.compared && !p.within);
     if (dtype_changed && o.ignore_dtype) ++r.dtype_ignored;
     if (differs) ++r.differ;
     else if (p.compared && !p.values_equal) ++r.within;
     else ++r.same_pairs;
-    if (!dtype_changed && !shape_changed && !state_changed && p.values_equal) continue;
+    if (!dtype_changed && !shape_changed && !state_changed && !tie_changed && p.values_equal) continue;
     TensorDiff& d = r.changed.emplace_back();
     d.a = ta.name;
     d.b = tb.name;
@@ -383,6 +404,9 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
     d.values_equal = p.values_equal;
     d.within = p.within;
     d.state_changed = state_changed;
+    if (fa != p.a) d.tied_a = A.tensors[fa].name;
+    if (fb != p.b) d.tied_b = B.tensors[fb].name;
+    d.tie_changed = tie_changed;
     d.differs = differs;
   }
   const bool keys_ok = r.keys_equal || r.prefix_op.empty();  // a detected rename is a difference

@@ -55,6 +55,10 @@ struct TensorDiff {
   bool values_equal = true;  // bitwise / exactly equal
   bool within = true;  // torch.isclose everywhere: equal (NaN too), or finite |a - b| <= atol + rtol * |b|
   bool state_changed = false;  // materialized / meta / uninitialized differ
+  // Tied weights: the earlier entry of the same file that is the same tensor (torch.save writes a tied weight
+  // under each name, on one storage), "" when none; a tie added or removed makes the pair differ.
+  std::string tied_a, tied_b;
+  bool tie_changed = false;
   // The verdict on this pair: a shape or state change, a dtype change (without ignore_dtype), or values
   // outside tolerance (bytes that differ for dtypes without a float64 view).
   bool differs = false;

@@ -186,7 +186,7 @@ J hf_json(const HfConfig& c) {
   return j;
 }
 
-std::string hf_line(const HfConfig& c) {
+std::string hf_line(const HfConfig& c, std::optional<bool> weights_tied) {
   if (!c.error.empty()) return c.error;
   std::vector<std::string> bits;
   std::string head = c.architectures.empty() ? c.model_type : join(c.architectures, ", ");
@@ -202,7 +202,11 @@ std::string hf_line(const HfConfig& c) {
     bits.push_back(h);
   }
   if (c.vocab_size) bits.push_back(fmt::format("vocab {}", *c.vocab_size));
-  if (c.tie_word_embeddings) bits.push_back(*c.tie_word_embeddings ? "tied embeddings" : "untied embeddings");
+  if (c.tie_word_embeddings && weights_tied && *weights_tied != *c.tie_word_embeddings)
+    bits.push_back(*weights_tied ? "tied embeddings in the weights (config.json: untied)"
+                                 : "untied embeddings in the weights (config.json: tied)");
+  else if (c.tie_word_embeddings) bits.push_back(*c.tie_word_embeddings ? "tied embeddings" : "untied embeddings");
+  else if (weights_tied) bits.push_back(*weights_tied ? "tied embeddings in the weights" : "untied embeddings in the weights");
   if (c.sliding_window) {
     const auto sliding = std::count(c.layer_types.begin(), c.layer_types.end(), "sliding_attention");
     bits.push_back(c.layer_types.empty() ? fmt::format("sliding window {}", *c.sliding_window)

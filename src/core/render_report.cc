@@ -215,6 +215,10 @@ std::string render_diff_text(const std::string& a_path, const std::string& b_pat
       out += fmt::format("dtype: {}: {} -> {}{}\n", name, dtype_a, dtype_b, o.ignore_dtype ? " (--ignore-dtype)" : "");
     if (d.shape_a != d.shape_b) out += fmt::format("shape: {}: {} -> {}\n", name, shape_text(d.shape_a), shape_text(d.shape_b));
     if (d.state_changed) out += fmt::format("state: {}: materialized / meta / uninitialized differ\n", name);
+    if (d.tie_changed) {
+      auto side = [](const std::string& t) { return t.empty() ? std::string("its own tensor") : "tied to " + visible(t); };
+      out += fmt::format("tied: {}: {} -> {}\n", name, side(d.tied_a), side(d.tied_b));
+    }
     if (d.compared && !d.values_equal) {
       if (d.comparable)
         out += fmt::format("values: {}: max abs diff {:.6g}, max rel diff {:.6g}{}\n", name, d.max_abs, d.max_rel,
@@ -296,6 +300,10 @@ std::string diff_json_text(const std::string& a_path, const std::string& b_path,
       c["max_abs_diff"] = d.comparable ? J(d.max_abs) : J(nullptr);
       c["max_rel_diff"] = d.comparable ? J(d.max_rel) : J(nullptr);
       c["within_tolerance"] = d.within;
+    }
+    if (d.tie_changed) {
+      c["tied_a"] = d.tied_a.empty() ? J(nullptr) : J(d.tied_a);
+      c["tied_b"] = d.tied_b.empty() ? J(nullptr) : J(d.tied_b);
     }
     c["differs"] = d.differs;
     changed.push_back(std::move(c));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 
+#include "core/hf_config.h"
 #include "core/lightning_details.h"
 #include "core/text.h"
 #include "core/vfs.h"
@@ -190,7 +191,23 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
   }
   if (!tensors.empty()) line("Tensors", tensors);
   // A Hugging Face config's facts; `Config` when --model ARCH has the `Model` line.
-  if (ck.hf) line(s.model ? "Config" : "Model", hf_line(*ck.hf));
+  if (ck.hf) {
+    // What the weights show: an lm_head that is the input embedding's tensor (tied) or a tensor of its own.
+    std::optional<bool> weights_tied;
+    if (ck.hf->error.empty()) {
+      const HfWeights w = hf_weights(ck);
+      if (!w.lm_head.empty() && !w.embedding.empty()) {
+        size_t e = SIZE_MAX, h = SIZE_MAX;
+        for (size_t k = 0; k < ck.tensors.size(); ++k) {
+          if (ck.tensors[k].name == w.embedding) e = k;
+          if (ck.tensors[k].name == w.lm_head) h = k;
+        }
+        if (e != SIZE_MAX && h != SIZE_MAX && s.same_tensor.size() == ck.tensors.size())
+          weights_tied = s.same_tensor[e] == s.same_tensor[h];
+      }
+    }
+    line(s.model ? "Config" : "Model", hf_line(*ck.hf, weights_tied));
+  }
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
   if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) {

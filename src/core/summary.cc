@@ -424,4 +424,6 @@ Summary summarize(const Checkpoint& ck) {
   return s;
 }
 
+std::vector<size_t> same_tensor_of(const Checkpoint& ck) { return same_tensor_ids(ck); }
+
 }  // namespace ckpt

@@ -176,6 +176,8 @@ struct Summary {
 };
 
 Summary summarize(const Checkpoint& ck);
+// Summary::same_tensor alone: per entry, the index of the first entry that is the same tensor.
+std::vector<size_t> same_tensor_of(const Checkpoint& ck);
 // The totals of the entries `keep` selects, counted as summarize counts them (summary --match);
 // parameters_without_embeddings is the parameter count (not told apart for a subset).
 Totals totals_of(const Checkpoint& ck, const std::function<bool(const Tensor&)>& keep);
