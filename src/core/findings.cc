@@ -82,8 +82,8 @@ const std::vector<RuleInfo>& rule_catalogue() {
        "load only packages you compiled yourself or whose source you trust; to share weights, ship the exported program "
        "(torch.export.save) or safetensors instead"},
       {"hf-config", Severity::Error,
-       "a Hugging Face config.json that disagrees with the weights beside it (dtype, vocabulary rows, layer count) or cannot "
-       "be read",
+       "a Hugging Face config.json that disagrees with the weights beside it (dtype, vocabulary rows, layer count, attention "
+       "heads and hidden size) or cannot be read",
        "fix config.json (or re-save with save_pretrained) so that from_pretrained builds the model the weights fit"},
       {"frozen-module", Severity::Info, "torch.jit.freeze'd module: parameters became constants",
        "none needed for inference; keep the unfrozen module to train or load a state dict"},
@@ -502,6 +502,25 @@ void hf_rules(const Checkpoint& ck, std::vector<Finding>& out) {
             fmt::format("config.json says vocab_size {} but {} has {} rows: from_pretrained reports a size mismatch for it "
                         "(resize_token_embeddings updates both)",
                         *c.vocab_size, name, rows));
+  }
+  // The attention's shapes: q_proj [heads x head_dim, hidden], k_proj [key/value heads x head_dim, hidden].
+  if (!w.q_proj.empty() && c.head_size() && c.num_attention_heads) {
+    const int64_t hd = *c.head_size(), heads = *c.num_attention_heads, kv = c.kv_heads().value_or(heads);
+    if (c.hidden_size && w.q_cols != *c.hidden_size)
+      add(Severity::Error, "hidden_size",
+          fmt::format("config.json says hidden_size {} but {} takes {} inputs: from_pretrained reports a size mismatch",
+                      *c.hidden_size, w.q_proj, w.q_cols));
+    if (w.q_rows != heads * hd)
+      add(Severity::Error, c.head_dim ? "head_dim" : "num_attention_heads",
+          fmt::format("config.json says {} attention heads of {} but {} has {} rows ({} heads of {}): from_pretrained "
+                      "reports a size mismatch",
+                      heads, hd, w.q_proj, w.q_rows, w.q_rows % hd == 0 ? std::to_string(w.q_rows / hd) : "not whole", hd));
+    if (w.k_rows != kv * hd)
+      add(Severity::Error, "num_key_value_heads",
+          fmt::format("config.json says {} key/value heads of {} but {} has {} rows ({} heads of {}): from_pretrained "
+                      "reports a size mismatch, and the KV cache is the weights' ({} values per token and layer)",
+                      kv, hd, w.k_proj, w.k_rows, w.k_rows % hd == 0 ? std::to_string(w.k_rows / hd) : "not whole", hd,
+                      2 * w.k_rows));
   }
   if (c.num_hidden_layers && !w.layers_prefix.empty() && w.layers != *c.num_hidden_layers) {
     if (w.layers < *c.num_hidden_layers)

@@ -257,6 +257,20 @@ HfWeights hf_weights(const Checkpoint& ck) {
   if (lists.size() == 1) {
     w.layers_prefix = lists.begin()->first;
     w.layers = lists.begin()->second;
+    const std::string q = w.layers_prefix + "0.self_attn.q_proj.weight", k = w.layers_prefix + "0.self_attn.k_proj.weight";
+    const Tensor* tq = nullptr;
+    const Tensor* tk = nullptr;
+    for (const Tensor& t : ck.tensors) {
+      if (t.name == q && t.shape.size() == 2) tq = &t;
+      if (t.name == k && t.shape.size() == 2) tk = &t;
+    }
+    if (tq && tk) {
+      w.q_proj = q;
+      w.k_proj = k;
+      w.q_rows = tq->shape[0];
+      w.q_cols = tq->shape[1];
+      w.k_rows = tk->shape[0];
+    }
   }
   uint64_t most = 0;
   for (const auto& [d, b] : float_bytes)

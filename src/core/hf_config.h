@@ -84,6 +84,10 @@ struct HfWeights {
   std::string layers_prefix;  // "model.layers." : the one list of numbered blocks, "" when none or several
   int64_t layers = 0;  // its highest index + 1
   std::string dtype;  // the floating dtype holding most parameter bytes, "" when none
+  // The first layer's separate query and key projections (Llama's layout, "<layers>0.self_attn.q_proj.weight"
+  // [heads x head_dim, hidden]): rows and columns, 0 when the file has no such pair.
+  int64_t q_rows = 0, q_cols = 0, k_rows = 0;
+  std::string q_proj, k_proj;  // their names
 };
 HfWeights hf_weights(const Checkpoint& ck);
 

@@ -297,6 +297,16 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       kv.layers = *c.num_hidden_layers;
       kv.kv_heads = *c.kv_heads();
       kv.head_dim = *c.head_size();
+      // The weights' key projection decides where it disagrees (check's hf-config rule reports it).
+      if (const HfWeights w = hf_weights(ck); !w.k_proj.empty() && w.k_rows > 0 && w.k_rows != kv.kv_heads * kv.head_dim) {
+        kv.config_kv_heads = kv.kv_heads;
+        if (w.k_rows % kv.head_dim == 0) {
+          kv.kv_heads = w.k_rows / kv.head_dim;
+        } else {
+          kv.kv_heads = 1;
+          kv.head_dim = w.k_rows;
+        }
+      }
       kv.window = c.sliding_window.value_or(0);
       if (kv.window > 0) kv.sliding_layers = std::min(kv.layers, c.sliding_layers());
       const unsigned __int128 item = dtype_by_name(kv.dtype)->itemsize;
@@ -346,6 +356,7 @@ J memory_json(const MemoryReport& m) {
     kv = {{"batch", k.batch},       {"seq_len", k.seq_len},   {"dtype", k.dtype},     {"layers", k.layers},
           {"sliding_layers", k.sliding_layers}, {"sliding_window", k.window > 0 ? J(k.window) : J()},
           {"kv_heads", k.kv_heads}, {"head_dim", k.head_dim}, {"bytes", k.bytes}};
+    if (k.config_kv_heads) kv["config_kv_heads"] = *k.config_kv_heads;
   }
   return J{{"dtype", m.own_dtype.empty() ? J() : J(m.own_dtype)},
            {"total_bytes", m.total},
@@ -382,6 +393,8 @@ std::string memory_text(const MemoryReport& m, bool exact) {
   if (m.kv_cache) {
     const KvCache& k = *m.kv_cache;
     std::string how = fmt::format("{} layers x 2 x {} key/value heads x {} head_dim", k.layers, k.kv_heads, k.head_dim);
+    if (k.config_kv_heads)
+      how += fmt::format("; from the weights' key projection: config.json says {} key/value heads", *k.config_kv_heads);
     if (k.sliding_layers > 0)
       how += fmt::format("; {} sliding-window layers keep the last {} tokens", k.sliding_layers, k.window - 1);
     out += fmt::format("  KV cache: {} for batch {} x {} tokens in {} ({})\n", b(static_cast<double>(k.bytes)), k.batch, k.seq_len,

@@ -49,6 +49,10 @@ struct KvCache {
   std::string dtype;
   int64_t layers = 0, sliding_layers = 0, window = 0, kv_heads = 0, head_dim = 0;
   uint64_t bytes = 0;
+  // The key projection's rows disagree with the config's key/value heads x head_dim: kv_heads and head_dim are
+  // the weights' (k_proj's rows over the config's head size, else one head of all its rows), and this is what
+  // config.json says.
+  std::optional<int64_t> config_kv_heads;
 };
 
 struct ExtraBuffer {  // a non-persistent buffer the model registers but the file does not hold

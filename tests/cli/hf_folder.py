@@ -159,6 +159,10 @@ def main():
              ({"num_hidden_layers": 4}, "error", "num_hidden_layers 4 but the weights hold 3"),
              ({"num_hidden_layers": 2}, "warning", "num_hidden_layers 2 but the weights hold 3"),
              ({"dtype": "float32"}, "warning", "dtype float32 but the weights are bfloat16"),
+             # the attention's shapes: q_proj [8 heads x head_dim 8, hidden 64], k_proj [2 x 8, 64]
+             ({"num_key_value_heads": 3}, "error", "3 key/value heads of 8 but model.layers.0.self_attn.k_proj.weight has 16 rows (2 heads of 8)"),
+             ({"hidden_size": 96, "head_dim": 8}, "error", "hidden_size 96 but model.layers.0.self_attn.q_proj.weight takes 64 inputs"),
+             ({"num_attention_heads": 4}, "error", "4 attention heads of 8 but model.layers.0.self_attn.q_proj.weight has 64 rows (8 heads of 8)"),
              (None, "error", "not valid JSON at byte")]
     with tempfile.TemporaryDirectory() as tmp:
         for k, (edit, severity, text) in enumerate(cases):
@@ -217,6 +221,16 @@ def main():
             m = json.loads(run(a.ckpt, "summary", "--json", "--memory", dst).stdout)["memory"]
             got = [b["name"].split(".")[-1] for b in m["non_persistent_buffers"]]
             expect(f"transformers_version {version}: non-persistent buffers {got}, want {names}", got == names)
+        # The KV cache where config.json's key/value heads disagree with k_proj: the weights' (2 heads of 8), said so
+        dst = os.path.join(tmp, "kvw")
+        shutil.copytree(src, dst)
+        cfg = os.path.join(dst, "config.json")
+        c = json.load(open(cfg))
+        c["num_key_value_heads"] = 3
+        json.dump(c, open(cfg, "w"))
+        kv = json.loads(run(a.ckpt, "summary", "--json", "--memory", "--seq-len", "10", dst).stdout)["memory"]["kv_cache"]
+        expect(f"kv cache from the weights: {kv}", kv and kv["kv_heads"] == 2 and kv["head_dim"] == 8 and kv.get("config_kv_heads") == 3
+               and kv["bytes"] == 3 * 2 * 1 * 10 * 2 * 8 * 2)
         # a config.json that is not a transformers config (no model_type / architectures) is not the model's
         dst = os.path.join(tmp, "other")
         shutil.copytree(os.path.join(td, "t211", "hf_bert_bf16"), dst)
