@@ -223,7 +223,8 @@ HfWeights hf_weights(const Checkpoint& ck) {
                                             "tok_embeddings.weight", "embed_in.weight", "shared.weight"};
   std::map<std::string, int64_t> lists;  // "model.layers." -> highest index + 1
   std::map<std::string, uint64_t> float_bytes;
-  for (const Tensor& t : ck.tensors) {
+  for (size_t index = 0; index < ck.tensors.size(); ++index) {
+    const Tensor& t = ck.tensors[index];
     const std::string& n = t.name;
     auto ends = [&](std::string_view s) {
       return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0 &&
@@ -234,10 +235,12 @@ HfWeights hf_weights(const Checkpoint& ck) {
         if (ends(e)) {
           w.embedding = n;
           w.embedding_rows = t.shape[0];
+          w.embedding_index = index;
         }
     if (w.lm_head.empty() && t.shape.size() == 2 && ends("lm_head.weight")) {
       w.lm_head = n;
       w.lm_head_rows = t.shape[0];
+      w.lm_head_index = index;
     }
     if (t.dtype && t.dtype->cls == DTypeClass::Float) float_bytes[std::string(t.dtype->name)] += t.bytes;
     // numbered blocks: "<prefix>(layers|h|layer|blocks|block).<k>."

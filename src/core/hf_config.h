@@ -81,6 +81,7 @@ struct HfWeights {
   int64_t embedding_rows = 0;
   std::string lm_head;  // "lm_head.weight" when the file has one
   int64_t lm_head_rows = 0;
+  size_t embedding_index = SIZE_MAX, lm_head_index = SIZE_MAX;  // their places in Checkpoint::tensors
   std::string layers_prefix;  // "model.layers." : the one list of numbered blocks, "" when none or several
   int64_t layers = 0;  // its highest index + 1
   std::string dtype;  // the floating dtype holding most parameter bytes, "" when none

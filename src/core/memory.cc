@@ -63,7 +63,7 @@ bool embeddings_unsplit(const std::string& model_type) {
 }
 
 // The non-persistent buffers transformers registers for a model type and writes to no file.
-std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, const std::set<std::string>& have) {
+std::vector<ExtraBuffer> extra_buffers(const HfConfig& c, const HfWeights& w, const std::set<std::string>& have) {
   std::vector<ExtraBuffer> out;
   auto add = [&](std::string name, const char* dtype, std::vector<int64_t> shape) {
     if (have.count(name)) return;  // saved after all (older transformers kept some persistent)
@@ -72,7 +72,6 @@ std::vector<ExtraBuffer> extra_buffers(const Checkpoint& ck, const HfConfig& c, 
     out.push_back({std::move(name), dtype, shape, static_cast<uint64_t>(n) * dtype_by_name(dtype)->itemsize});
   };
   // The prefix of the base model: "model." for LlamaForCausalLM's model.layers.N, "" for LlamaModel.
-  const HfWeights w = hf_weights(ck);
   std::string base = w.layers_prefix;  // "model.layers." / "encoder.layer." / "transformer.h."
   if (!base.empty()) base = parent_of(base.substr(0, base.size() - 1));
   if (!base.empty()) base += ".";
@@ -165,8 +164,10 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     place(t.name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
     if (is_floating(t.dtype)) float_bytes[std::string(t.dtype->name)] += t.bytes;
   }
+  // The weights' facts (embedding, numbered layers, attention projections) for the buffers and the KV cache.
+  const HfWeights w = ck.hf && ck.hf->error.empty() ? hf_weights(ck) : HfWeights{};
   if (ck.hf && ck.hf->error.empty()) {
-    m.extra_buffers = extra_buffers(ck, *ck.hf, names);
+    m.extra_buffers = extra_buffers(*ck.hf, w, names);
     for (const ExtraBuffer& b : m.extra_buffers) {
       place(b.name, b.bytes, b.bytes);
     }
@@ -298,7 +299,7 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       kv.kv_heads = *c.kv_heads();
       kv.head_dim = *c.head_size();
       // The weights' key projection decides where it disagrees (check's hf-config rule reports it).
-      if (const HfWeights w = hf_weights(ck); !w.k_proj.empty() && w.k_rows > 0 && w.k_rows != kv.kv_heads * kv.head_dim) {
+      if (!w.k_proj.empty() && w.k_rows > 0 && w.k_rows != kv.kv_heads * kv.head_dim) {
         kv.config_kv_heads = kv.kv_heads;
         if (w.k_rows % kv.head_dim == 0) {
           kv.kv_heads = w.k_rows / kv.head_dim;

@@ -194,17 +194,10 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
   if (ck.hf) {
     // What the weights show: an lm_head that is the input embedding's tensor (tied) or a tensor of its own.
     std::optional<bool> weights_tied;
-    if (ck.hf->error.empty()) {
+    if (ck.hf->error.empty() && s.same_tensor.size() == ck.tensors.size()) {
       const HfWeights w = hf_weights(ck);
-      if (!w.lm_head.empty() && !w.embedding.empty()) {
-        size_t e = SIZE_MAX, h = SIZE_MAX;
-        for (size_t k = 0; k < ck.tensors.size(); ++k) {
-          if (ck.tensors[k].name == w.embedding) e = k;
-          if (ck.tensors[k].name == w.lm_head) h = k;
-        }
-        if (e != SIZE_MAX && h != SIZE_MAX && s.same_tensor.size() == ck.tensors.size())
-          weights_tied = s.same_tensor[e] == s.same_tensor[h];
-      }
+      if (w.embedding_index != SIZE_MAX && w.lm_head_index != SIZE_MAX)
+        weights_tied = s.same_tensor[w.embedding_index] == s.same_tensor[w.lm_head_index];
     }
     line(s.model ? "Config" : "Model", hf_line(*ck.hf, weights_tied));
   }

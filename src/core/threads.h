@@ -36,10 +36,11 @@ class Standby {
     }
     cv_.notify_all();
   }
-  // Returns once the work given has run (at once when none was given: call give first).
+  // Returns once the thread has run what it was given (call give first; nothing given returns as soon
+  // as the thread has seen that).
   void wait() {
     std::unique_lock<std::mutex> g(lock_);
-    cv_.wait(g, [&] { return done_ || (given_ && !work_ && !running_); });
+    cv_.wait(g, [&] { return done_; });
   }
 
  private:
@@ -49,21 +50,18 @@ class Standby {
       std::unique_lock<std::mutex> g(lock_);
       cv_.wait(g, [&] { return given_; });
       w = std::move(work_);
-      work_ = nullptr;
-      running_ = static_cast<bool>(w);
     }
     if (w) w();
     {
       std::lock_guard<std::mutex> g(lock_);
       done_ = true;
-      running_ = false;
     }
     cv_.notify_all();
   }
   std::mutex lock_;
   std::condition_variable cv_;
   std::function<void()> work_;
-  bool given_ = false, running_ = false, done_ = false;
+  bool given_ = false, done_ = false;
   std::thread thread_;  // last: started once the members it reads exist
 };
 
