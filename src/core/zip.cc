@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 
 namespace ckpt {
 namespace {
@@ -108,95 +109,105 @@ void miniz_heap_sort(std::vector<uint32_t>& idx, const std::vector<ZipEntry>& en
 
 bool looks_like_zip(const ByteView& file) { return file.size() >= 4 && file.le<uint32_t>(0) == kLocalSig; }
 
-ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file)) {
-  const ByteView& f = file_;
-  const uint64_t eocd = find_eocd(f);
-  uint64_t count = f.le<uint16_t>(eocd + 10);
-  uint64_t cd_size = f.le<uint32_t>(eocd + 12);
-  uint64_t cd_offset = f.le<uint32_t>(eocd + 16);
+std::optional<ZipEnd> read_zip_end(const ByteView& f, uint64_t at) {
+  const uint64_t eocd = find_eocd(f);  // in the view
+  ZipEnd z;
+  z.eocd = eocd;
+  z.count = f.le<uint16_t>(eocd + 10);
+  z.cd_size = f.le<uint32_t>(eocd + 12);
+  z.cd_offset = f.le<uint32_t>(eocd + 16);
   if (f.le<uint16_t>(eocd + 4) != 0 || f.le<uint16_t>(eocd + 6) != 0) f.fail(eocd, "multi-disk zip archives are not supported");
 
-  const bool wants64 = count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF;
+  const bool wants64 = z.count == 0xFFFF || z.cd_size == 0xFFFFFFFF || z.cd_offset == 0xFFFFFFFF;
   if (eocd >= kLocatorSize && f.le<uint32_t>(eocd - kLocatorSize) == kZip64LocatorSig) {
     const uint64_t loc = eocd - kLocatorSize;
-    const uint64_t z64 = f.le<uint64_t>(loc + 8);
-    if (z64 > loc || loc - z64 < kZip64EocdSize)
-      f.fail(loc, fmt::format("zip64 locator points to 0x{:x}, not before the locator", z64));
+    const uint64_t z64_at = f.le<uint64_t>(loc + 8);  // an offset in the file
+    if (z64_at > at + loc || at + loc - z64_at < kZip64EocdSize)
+      f.fail(loc, fmt::format("zip64 locator points to 0x{:x}, not before the locator", z64_at));
+    if (z64_at < at) return std::nullopt;
+    const uint64_t z64 = z64_at - at;
     if (f.le<uint32_t>(z64) != kZip64EocdSig) f.fail(z64, "zip64 end record signature missing");
-    count = f.le<uint64_t>(z64 + 32);
-    cd_size = f.le<uint64_t>(z64 + 40);
-    cd_offset = f.le<uint64_t>(z64 + 48);
+    z.count = f.le<uint64_t>(z64 + 32);
+    z.cd_size = f.le<uint64_t>(z64 + 40);
+    z.cd_offset = f.le<uint64_t>(z64 + 48);
   } else if (wants64) {
     f.fail(eocd, "end record needs zip64 but there is no zip64 locator");
   }
-
   uint64_t cd_end;
-  if (add_overflows(cd_offset, cd_size, &cd_end) || cd_end > f.size())
-    f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", cd_offset, cd_size, f.size()));
+  if (add_overflows(z.cd_offset, z.cd_size, &cd_end) || cd_end > at + f.size())
+    f.fail(eocd, fmt::format("central directory [0x{:x}, +{}) lies outside the {}-byte file", z.cd_offset, z.cd_size, at + f.size()));
+  return z;
+}
+
+ZipEntry read_central_record(Cursor& c, uint64_t i, uint64_t cd_offset) {
+  const uint64_t rec = c.pos();
+  if (c.le<uint32_t>() != kCentralSig) c.fail_at(rec, fmt::format("central directory record {} has a bad signature", i));
+  ZipEntry e;
+  e.central_offset = cd_offset + rec;
+  c.le<uint16_t>();  // version made by
+  c.le<uint16_t>();  // version needed
+  e.flags = c.le<uint16_t>();
+  e.method = c.le<uint16_t>();
+  c.le<uint32_t>();  // time, date
+  e.crc32 = c.le<uint32_t>();
+  e.compressed_size = c.le<uint32_t>();
+  e.uncompressed_size = c.le<uint32_t>();
+  const uint16_t name_len = c.le<uint16_t>();
+  const uint16_t extra_len = c.le<uint16_t>();
+  const uint16_t comment_len = c.le<uint16_t>();
+  c.le<uint16_t>();  // disk start
+  c.le<uint16_t>();  // internal attributes
+  c.le<uint32_t>();  // external attributes
+  e.local_header_offset = c.le<uint32_t>();
+  e.name = c.take_str(name_len, "entry name");
+  Cursor extra(c.take(extra_len, "extra field"));
+  c.take(comment_len, "entry comment");
+
+  bool need_u = e.uncompressed_size == 0xFFFFFFFF, need_c = e.compressed_size == 0xFFFFFFFF, need_o = e.local_header_offset == 0xFFFFFFFF;
+  while (extra.remaining() >= 4) {
+    const uint16_t id = extra.le<uint16_t>();
+    Cursor field(extra.take(extra.le<uint16_t>(), "extra field record"));
+    if (id != 0x0001) continue;
+    if (need_u) {
+      e.uncompressed_size = field.le<uint64_t>();
+      need_u = false;
+    }
+    if (need_c) {
+      e.compressed_size = field.le<uint64_t>();
+      need_c = false;
+    }
+    if (need_o) {
+      e.local_header_offset = field.le<uint64_t>();
+      need_o = false;
+    }
+  }
+  if (need_u || need_c || need_o) c.fail_at(rec, fmt::format("entry '{}' needs a zip64 extra field but has none", e.name));
+  if (e.method != 0 && e.method != 8)
+    c.fail_at(rec, fmt::format("entry '{}' uses compression method {} (only stored and deflated are read)", e.name, e.method));
+  if (e.method == 0 && e.compressed_size != e.uncompressed_size)
+    c.fail_at(rec, fmt::format("stored entry '{}' has compressed size {} != uncompressed size {}", e.name, e.compressed_size,
+                               e.uncompressed_size));
+  uint64_t end;
+  if (add_overflows(e.local_header_offset, e.compressed_size, &end) || end > cd_offset)
+    c.fail_at(rec, fmt::format("entry '{}' at 0x{:x} with {} bytes runs past the central directory", e.name, e.local_header_offset,
+                               e.compressed_size));
+  return e;
+}
+
+ZipReader::ZipReader(ByteView file, const Limits& limits) : file_(std::move(file)) {
+  const ByteView& f = file_;
+  const std::optional<ZipEnd> end = read_zip_end(f, 0);  // the whole file: the zip64 record is always in view
+  const uint64_t count = end->count, cd_size = end->cd_size, cd_offset = end->cd_offset;
   if (count > limits.zip_entries || count > UINT32_MAX)
-    f.fail(eocd, fmt::format("{} zip entries exceed the limit of {}", count, std::min<uint64_t>(limits.zip_entries, UINT32_MAX)));
+    f.fail(end->eocd, fmt::format("{} zip entries exceed the limit of {}", count, std::min<uint64_t>(limits.zip_entries, UINT32_MAX)));
   if (count > cd_size / kCentralSize)
-    f.fail(eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
+    f.fail(end->eocd, fmt::format("{} zip entries cannot fit in a {}-byte central directory", count, cd_size));
 
   entries_.reserve(count);
   cd_offset_ = cd_offset;
   cd_size_ = cd_size;
   Cursor c(f.sub(cd_offset, cd_size, "central directory"));
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t rec = c.pos();
-    if (c.le<uint32_t>() != kCentralSig) c.fail_at(rec, fmt::format("central directory record {} has a bad signature", i));
-    ZipEntry e;
-    e.central_offset = cd_offset + rec;
-    c.le<uint16_t>();  // version made by
-    c.le<uint16_t>();  // version needed
-    e.flags = c.le<uint16_t>();
-    e.method = c.le<uint16_t>();
-    c.le<uint32_t>();  // time, date
-    e.crc32 = c.le<uint32_t>();
-    e.compressed_size = c.le<uint32_t>();
-    e.uncompressed_size = c.le<uint32_t>();
-    const uint16_t name_len = c.le<uint16_t>();
-    const uint16_t extra_len = c.le<uint16_t>();
-    const uint16_t comment_len = c.le<uint16_t>();
-    c.le<uint16_t>();  // disk start
-    c.le<uint16_t>();  // internal attributes
-    c.le<uint32_t>();  // external attributes
-    e.local_header_offset = c.le<uint32_t>();
-    e.name = c.take_str(name_len, "entry name");
-    Cursor extra(c.take(extra_len, "extra field"));
-    c.take(comment_len, "entry comment");
-
-    bool need_u = e.uncompressed_size == 0xFFFFFFFF, need_c = e.compressed_size == 0xFFFFFFFF,
-         need_o = e.local_header_offset == 0xFFFFFFFF;
-    while (extra.remaining() >= 4) {
-      const uint16_t id = extra.le<uint16_t>();
-      Cursor field(extra.take(extra.le<uint16_t>(), "extra field record"));
-      if (id != 0x0001) continue;
-      if (need_u) {
-        e.uncompressed_size = field.le<uint64_t>();
-        need_u = false;
-      }
-      if (need_c) {
-        e.compressed_size = field.le<uint64_t>();
-        need_c = false;
-      }
-      if (need_o) {
-        e.local_header_offset = field.le<uint64_t>();
-        need_o = false;
-      }
-    }
-    if (need_u || need_c || need_o) c.fail_at(rec, fmt::format("entry '{}' needs a zip64 extra field but has none", e.name));
-    if (e.method != 0 && e.method != 8)
-      c.fail_at(rec, fmt::format("entry '{}' uses compression method {} (only stored and deflated are read)", e.name, e.method));
-    if (e.method == 0 && e.compressed_size != e.uncompressed_size)
-      c.fail_at(rec, fmt::format("stored entry '{}' has compressed size {} != uncompressed size {}", e.name, e.compressed_size,
-                                 e.uncompressed_size));
-    uint64_t end;
-    if (add_overflows(e.local_header_offset, e.compressed_size, &end) || end > cd_offset)
-      c.fail_at(rec, fmt::format("entry '{}' at 0x{:x} with {} bytes runs past the central directory", e.name,
-                                 e.local_header_offset, e.compressed_size));
-    entries_.push_back(std::move(e));
-  }
+  for (uint64_t i = 0; i < count; ++i) entries_.push_back(read_central_record(c, i, cd_offset));
   // Entries may not share bytes: each local header starts after the previous entry's header and data.
   std::vector<const ZipEntry*> by_offset;
   by_offset.reserve(entries_.size());

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,5 +79,18 @@ class ZipReader {
 
 // True when the bytes start like a zip local file header.
 bool looks_like_zip(const ByteView& file);
+
+// The end records: where the central directory lies and how many records it holds.
+struct ZipEnd {
+  uint64_t eocd = 0;  // the end record's offset in the view read
+  uint64_t count = 0, cd_size = 0, cd_offset = 0;
+};
+// Reads the end records from `f`, the zip's bytes from offset `at` to its end (the whole zip: at 0; a
+// remote file's last bytes, fetched before anything else). Throws InputError for what ZipReader refuses;
+// nullopt when the zip64 end record lies before the view.
+std::optional<ZipEnd> read_zip_end(const ByteView& f, uint64_t at);
+// Reads the central-directory record at `c` (the i-th, the directory starting at `cd_offset`), zip64
+// fields resolved; throws InputError as ZipReader does.
+ZipEntry read_central_record(Cursor& c, uint64_t i, uint64_t cd_offset);
 
 }  // namespace ckpt

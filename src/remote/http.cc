@@ -159,8 +159,16 @@ void parse_content_range(Transfer& t) {
 // The range sent is the one asked for, or its part before the file's end (a range may run past the end:
 // the server then sends what there is).
 bool range_as_asked(const Transfer& t, const Request& r) {
+  if (r.suffix)  // the last bytes: as many as asked, or the whole file when it is shorter
+    return t.has_range && t.range_total != UINT64_MAX && t.range_first <= t.range_last && t.range_last + 1 == t.range_total &&
+           t.range_last - t.range_first + 1 == std::min(r.suffix, t.range_total);
   if (!t.has_range || t.range_first != r.first || t.range_last < t.range_first || t.range_last > r.last) return false;
   return t.range_last == r.last || (t.range_total != UINT64_MAX && t.range_last + 1 == t.range_total);
+}
+
+// The range asked for, as errors say it.
+std::string asked(const Request& r) {
+  return r.suffix ? fmt::format("the last {} bytes", r.suffix) : fmt::format("bytes {}-{}", r.first, r.last);
 }
 
 constexpr uint64_t kErrorBody = 64 << 10;
@@ -174,7 +182,7 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
     parse_content_range(*t);
     if (t->status == 206 && r.ranged) {
       if (!range_as_asked(*t, r)) {
-        t->refused = fmt::format("asked for bytes {}-{}, the server sent '{}'", r.first, r.last, t->content_range);
+        t->refused = fmt::format("asked for {}, the server sent '{}'", asked(r), t->content_range);
         return 0;
       }
     } else if (t->status == 200 && r.ranged && !r.if_range.empty()) {
@@ -198,9 +206,9 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
     }
   }
   if (t->status == 206 && r.ranged) {
-    const uint64_t want = t->range_last - r.first + 1;
+    const uint64_t want = t->range_last - t->range_first + 1;  // range_first is r.first (range_as_asked)
     if (t->written + len > want) {
-      t->refused = fmt::format("the server sent more than the {} bytes of range {}-{}", want, r.first, t->range_last);
+      t->refused = fmt::format("the server sent more than the {} bytes of range {}-{}", want, t->range_first, t->range_last);
       return 0;
     }
     std::memcpy(r.dst + t->written, p, len);
@@ -368,7 +376,7 @@ Exchange perform(const Request& r, const std::string& url, const Auth* auth, Clo
   api().easy_setopt(h, CURLOPT_WRITEDATA, &x.t);
   std::string range;
   if (r.ranged) {
-    range = fmt::format("{}-{}", r.first, r.last);
+    range = r.suffix ? fmt::format("-{}", r.suffix) : fmt::format("{}-{}", r.first, r.last);
     api().easy_setopt(h, CURLOPT_RANGE, range.c_str());
     if (!r.if_range.empty()) add("If-Range: " + r.if_range);
   }
@@ -446,6 +454,7 @@ Response response_of(const Request& r, Transfer& t, const std::string& url) {
   out.effective_url = url;
   out.range_ignored = t.status == 200 && r.ranged;
   out.total = t.status == 206 || t.status == 416 ? t.range_total : t.written;
+  if (t.status == 206) out.first = t.range_first;
   out.body = std::move(t.body);
   return out;
 }
@@ -487,14 +496,14 @@ Response get(const Request& r) {
       if (!t.checked) parse_content_range(t);  // an empty body never reached the write callback
       if (status == 206 && r.ranged) {
         if (!range_as_asked(t, r))
-          throw InputError(r.display, fmt::format("asked for bytes {}-{}, the server sent '{}'", r.first, r.last, t.content_range));
-        if (t.written != t.range_last - r.first + 1) {
+          throw InputError(r.display, fmt::format("asked for {}, the server sent '{}'", asked(r), t.content_range));
+        if (t.written != t.range_last - t.range_first + 1) {
           if (can_retry) {
             backoff(UINT64_MAX);
             continue;
           }
           throw EnvironmentError(fmt::format("{}: the response was cut short ({} of {} bytes, after {} retries)", r.display,
-                                             t.written, t.range_last - r.first + 1, attempt));
+                                             t.written, t.range_last - t.range_first + 1, attempt));
         }
       }
       if (status == 200 && r.ranged && !r.if_range.empty())

@@ -49,7 +49,10 @@ struct Request {
   const Auth* auth = nullptr;
   bool ranged = false;
   uint64_t first = 0, last = 0;  // Range: bytes=first-last (inclusive)
-  uint8_t* dst = nullptr;  // a 206 body goes here, last - first + 1 bytes
+  // Not 0: the file's last `suffix` bytes instead (Range: bytes=-suffix, first and last unused), for a
+  // file whose size is not known yet and whose reader starts at its end (a zip).
+  uint64_t suffix = 0;
+  uint8_t* dst = nullptr;  // a 206 body goes here: last - first + 1 bytes (suffix bytes at most)
   std::string if_range;  // the ETag the file had: a changed file is a 200, refused
   // A 200 body is kept in Response::body up to this many bytes; a larger one is refused (a listing, a
   // whole file when the server ignores Range and --limit download-bytes allows it).
@@ -70,6 +73,7 @@ struct Response {
   std::string effective_url;  // after redirects
   bool range_ignored = false;  // a 200 to a ranged request
   uint64_t total = UINT64_MAX;  // the file's size: Content-Range's "/N", or a 200's Content-Length
+  uint64_t first = 0;  // a 206's first byte in the file (Content-Range's A)
   std::string body;  // a 200 body (see max_body)
 };
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -11,8 +12,20 @@
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "core/zip.h"
 
 namespace ckpt::remote {
+
+Layout layout_of(const std::string& url) {
+  std::string name = url.substr(0, url.find_first_of("?#"));
+  name = name.substr(name.rfind('/') + 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto ends = [&](std::string_view x) { return name.size() > x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0; };
+  if (ends(".safetensors")) return Layout::kSafetensors;
+  for (const char* x : {".pt", ".pth", ".bin", ".ckpt", ".pt2", ".ptl", ".zip"})
+    if (ends(x)) return Layout::kZip;
+  return Layout::kOther;
+}
 
 std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
   std::shared_ptr<RemoteFile> f(new RemoteFile());
@@ -20,20 +33,23 @@ std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
   f->stats_->files += 1;
   f->url_ = spec.url;
   f->auth_ = spec.auth;
+  f->layout_ = layout_of(spec.url);
   f->spec_ = std::move(spec);
   if (f->spec_.size != UINT64_MAX) {
     f->allocate(f->spec_.size);
     return f;
   }
-  // The first range: its response says the size (Content-Range) and the ETag.
-  std::string first(kFirstRange, '\0');
+  // The first range: its response says the size (Content-Range) and the ETag. A zip's is its end.
+  const uint64_t want = f->layout_ == Layout::kSafetensors ? kSafetensorsFirst : kFirstRange;
+  std::string first(want, '\0');
   std::shared_ptr<const Auth> keep;
-  Request r = f->request(0, kFirstRange - 1, reinterpret_cast<uint8_t*>(first.data()), &keep);
+  Request r = f->request(0, want - 1, reinterpret_cast<uint8_t*>(first.data()), &keep);
+  if (f->layout_ == Layout::kZip) r.suffix = want;
   r.if_range.clear();
   r.accept_416 = true;  // an empty file has no byte 0
   // A server that ignores Range sends the whole file: taken when it is no larger than the first range
   // would have been, or than --limit download-bytes allows, straight into the cache (held once).
-  r.max_body = std::max(kFirstRange, settings().download_bytes);
+  r.max_body = std::max(want, settings().download_bytes);
   RemoteFile* self = f.get();
   r.whole = [self](uint64_t capacity) {
     self->allocate(capacity);
@@ -48,17 +64,19 @@ std::shared_ptr<RemoteFile> RemoteFile::open(FileSpec spec) {
     if (!f->buf_) f->allocate(resp.total);  // an empty body
     f->size_ = resp.total;
     f->blocks_ = (resp.total + kBlock - 1) / kBlock;
-    if (f->blocks_) f->mark(0, f->blocks_ - 1);
+    f->head_ = f->size_;
+    f->tail_ = 0;
     return f;
   }
   f->allocate(resp.total);
-  if (resp.status == 206) {
-    const uint64_t got = std::min(kFirstRange, f->size_);
-    std::memcpy(f->buf_, first.data(), got);
-    const uint64_t whole = got == f->size_ ? f->blocks_ : got / kBlock;  // the last block may be short
-    if (whole) f->mark(0, whole - 1);
-  }
+  if (resp.status == 206) f->take_first(reinterpret_cast<const uint8_t*>(first.data()), resp.first, std::min(want, f->size_ - resp.first));
   return f;
+}
+
+void RemoteFile::take_first(const uint8_t* bytes, uint64_t at, uint64_t len) {
+  std::memcpy(buf_ + at, bytes, len);
+  if (at == 0) head_.store(len, std::memory_order_release);
+  if (at + len == size_) tail_.store(at, std::memory_order_release);
 }
 
 RemoteFile::~RemoteFile() {
@@ -90,6 +108,8 @@ void RemoteFile::allocate(uint64_t size) {
   if (b == MAP_FAILED)
     throw EnvironmentError(fmt::format("{}: cannot reserve {} bytes of address space: {}", spec_.display, bits_bytes_, std::strerror(errno)));
   bits_ = static_cast<std::atomic<uint64_t>*>(b);  // zero-filled: every block absent
+  head_ = 0;
+  tail_ = size;
 }
 
 void RemoteFile::note_redirect(const std::string& effective) const {
@@ -152,7 +172,8 @@ void RemoteFile::validate(const Response& resp) const {
 }
 
 bool RemoteFile::block_present(uint64_t b) const {
-  return (bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1;
+  if ((bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1) return true;
+  return (b + 1) * kBlock <= head_.load(std::memory_order_acquire) || b * kBlock >= tail_.load(std::memory_order_acquire);
 }
 
 void RemoteFile::mark(uint64_t b0, uint64_t b1) const {
@@ -161,8 +182,12 @@ void RemoteFile::mark(uint64_t b0, uint64_t b1) const {
 
 bool RemoteFile::present(uint64_t off, uint64_t len) const {
   if (len == 0) return true;
-  for (uint64_t b = off / kBlock, e = (off + len - 1) / kBlock; b <= e; ++b)
-    if (!block_present(b)) return false;
+  // What head_ and tail_ hold, then the blocks of the rest.
+  const uint64_t lo = std::max(off, head_.load(std::memory_order_acquire));
+  const uint64_t hi = std::min(off + len, tail_.load(std::memory_order_acquire));
+  if (lo >= hi) return true;
+  for (uint64_t b = lo / kBlock, e = (hi - 1) / kBlock; b <= e; ++b)
+    if (!((bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1)) return false;
   return true;
 }
 
@@ -188,8 +213,12 @@ void RemoteFile::ensure(const uint8_t* p, uint64_t len) const {
 
 void RemoteFile::fill(uint64_t off, uint64_t len) const {
   std::lock_guard<std::mutex> lock(fetch_mu_);
+  if (!planned_) {
+    planned_ = true;
+    plan();
+  }
   const uint64_t b0 = off / kBlock, b1 = (off + len - 1) / kBlock;
-  if (present(off, len)) return;  // another thread fetched it while this one waited
+  if (present(off, len)) return;  // another thread fetched it while this one waited, or the plan did
   // Runs of missing blocks, each grown to the first range's size over missing neighbours (forwards, then
   // backwards where the file ends), never into a block present or taken by the next run.
   const uint64_t min_blocks = kFirstRange / kBlock;
@@ -208,17 +237,26 @@ void RemoteFile::fill(uint64_t off, uint64_t len) const {
     const uint64_t floor = i > 0 ? runs[i - 1].second + 1 : 0;
     while (y - x + 1 < min_blocks && x > floor && !block_present(x - 1)) --x;
   }
-  // Parts of at most kPart bytes.
+  fetch_runs(std::move(runs), kPart);
+}
+
+void RemoteFile::fetch_runs(std::vector<std::pair<uint64_t, uint64_t>> runs, uint64_t split) const {
+  // Parts of at most kPart bytes, for a run longer than `split`.
   struct Part {
     uint64_t b0, b1;
   };
   std::vector<Part> parts;
   const uint64_t part_blocks = kPart / kBlock;
-  for (auto [x, y] : runs)
-    for (uint64_t s = x; s <= y; s += part_blocks) parts.push_back({s, std::min(y, s + part_blocks - 1)});
+  for (auto [x, y] : runs) {
+    if ((y - x + 1) * kBlock <= split) parts.push_back({x, y});
+    else
+      for (uint64_t s = x; s <= y; s += part_blocks) parts.push_back({s, std::min(y, s + part_blocks - 1)});
+  }
   auto run_part = [&](const Part& pt) {
-    const uint64_t first = pt.b0 * kBlock, last = std::min((pt.b1 + 1) * kBlock, size_) - 1;
-    fetch(first, last, buf_ + first);
+    // Bytes head_ or tail_ already hold are not fetched again (a reader may be reading them).
+    const uint64_t first = std::max(pt.b0 * kBlock, head_.load());
+    const uint64_t end = std::min({(pt.b1 + 1) * kBlock, size_, std::max(tail_.load(), first)});
+    if (end > first) fetch(first, end - 1, buf_ + first);
     mark(pt.b0, pt.b1);
   };
   size_t start = 0;
@@ -238,6 +276,76 @@ void RemoteFile::fill(uint64_t off, uint64_t len) const {
   run_threads(n, stop, [&](unsigned) {
     for (size_t i = next++; i < parts.size() && !stop; i = next++) run_part(parts[i]);
   });
+}
+
+void RemoteFile::fetch_span(uint64_t first, uint64_t end) const {
+  end = std::min(end, size_);
+  if (end <= first) return;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  for (uint64_t b = first / kBlock, last = (end - 1) / kBlock; b <= last; ++b) {
+    if (block_present(b)) continue;
+    uint64_t e = b;
+    while (e + 1 <= last && !block_present(e + 1)) ++e;
+    runs.emplace_back(b, e);
+    b = e;
+  }
+  fetch_runs(std::move(runs), kPlanSplit);
+}
+
+void RemoteFile::plan() const {
+  if (layout_ == Layout::kZip) plan_zip();
+  else if (layout_ == Layout::kSafetensors) plan_safetensors();
+}
+
+namespace {
+// The member a torch archive's reader reads first: ARCHIVE/data.pkl (torch.save, TorchScript).
+bool top_data_pkl(std::string_view name) {
+  const size_t slash = name.find('/');
+  return name.substr(slash + 1) == "data.pkl" && name.find('/', slash + 1) == std::string_view::npos;
+}
+}  // namespace
+
+void RemoteFile::plan_zip() const {
+  if (size_ <= 2 * kFirstRange) return fetch_span(0, size_);  // one request for all of it
+  if (tail_.load() == size_) fetch_span(size_ - kFirstRange, size_);
+  const uint64_t t = size_ - kFirstRange;  // present, from open()'s suffix range or the span just fetched
+  // Parsing only finds where things are: anything odd ends the plan, and the reader says what it is.
+  std::optional<ZipEnd> end;
+  try {
+    end = read_zip_end(ByteView(buf_ + t, size_ - t, nullptr, t), t);
+  } catch (const InputError&) {
+    return;
+  }
+  if (!end || end->cd_size > kPlanMax) return;
+  fetch_span(end->cd_offset, end->cd_offset + end->cd_size);
+  try {
+    Cursor c(ByteView(buf_ + end->cd_offset, end->cd_size, nullptr, end->cd_offset));
+    for (uint64_t i = 0; i < end->count; ++i) {
+      const ZipEntry e = read_central_record(c, i, end->cd_offset);
+      if (!top_data_pkl(e.name)) continue;
+      // Its local header (30 bytes, the name, an extra field of up to 64 KiB; torch's pads to 64 bytes), its
+      // bytes, and the small records torch writes after it (.format_version, byteorder, ...).
+      if (e.compressed_size <= kPlanMax) fetch_span(e.local_header_offset, e.local_header_offset + 30 + e.name.size() + e.compressed_size + 4096);
+      return;
+    }
+  } catch (const InputError&) {
+  }
+}
+
+void RemoteFile::plan_safetensors() const {
+  // The first kSafetensorsFirst bytes (open() took them when it learnt the size), then the header's rest.
+  auto head_to = [&](uint64_t end) {
+    end = std::min(end, size_);
+    const uint64_t h = head_.load();
+    if (end <= h) return;
+    fetch(h, end - 1, buf_ + h);
+    head_.store(end, std::memory_order_release);
+  };
+  head_to(kSafetensorsFirst);
+  if (size_ < 8) return;
+  uint64_t n;
+  std::memcpy(&n, buf_, 8);  // little-endian, as the format and this machine are
+  if (n <= kPlanMax) head_to(8 + n);
 }
 
 void RemoteFile::read_at(uint8_t* dst, uint64_t len, uint64_t off) const {
@@ -261,6 +369,8 @@ void RemoteFile::release(uint64_t off, uint64_t len) const {
   if (b1 <= b0) return;
   std::lock_guard<std::mutex> lock(fetch_mu_);
   for (uint64_t b = b0; b < b1; ++b) bits_[b / 64].fetch_and(~(uint64_t{1} << (b % 64)), std::memory_order_release);
+  if (head_.load() > b0 * kBlock) head_.store(b0 * kBlock);
+  if (tail_.load() < std::min(b1 * kBlock, size_)) tail_.store(std::min(b1 * kBlock, size_));
   ::madvise(buf_ + b0 * kBlock, (b1 - b0) * kBlock, MADV_DONTNEED);
 }
 
