@@ -113,7 +113,12 @@ std::optional<HfConfig> read_hf_config(const std::string& dir, const Limits& lim
     const std::string& t = v->get_ref<const std::string&>();
     size_t digits = 0;
     while (digits < t.size() && digits < 4 && t[digits] >= '0' && t[digits] <= '9') ++digits;
-    if (digits > 0 && (digits == t.size() || t[digits] == '.')) c.transformers_major = std::stoi(t.substr(0, digits));
+    if (digits > 0 && (digits == t.size() || t[digits] == '.')) {
+      c.transformers_major = std::stoi(t.substr(0, digits));
+      size_t minor = digits + 1;
+      while (minor < t.size() && minor < digits + 5 && t[minor] >= '0' && t[minor] <= '9') ++minor;
+      if (minor > digits + 1) c.transformers_minor = std::stoi(t.substr(digits + 1, minor - digits - 1));
+    }
   }
   // Multimodal configs keep the language model's facts in text_config.
   const nlohmann::json* f = &j;

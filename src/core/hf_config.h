@@ -43,6 +43,7 @@ struct HfConfig {
   // `transformers_version` as save_pretrained writes it ("5.17.0"): its major number, unset when absent or
   // not a version (the non-persistent buffers a model registers changed with 5.0).
   std::optional<int> transformers_major;
+  int transformers_minor = 0;  // its minor number (0 when absent)
   bool from_text_config = false;  // the numeric facts came from text_config
   bool is_encoder_decoder = false;
 

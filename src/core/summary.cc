@@ -1,5 +1,6 @@
 #include "core/summary.h"
 
+#include "core/hf_types.h"
 #include "core/layer_types.h"
 #include "core/name_index.h"
 
@@ -331,6 +332,11 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
       const uint32_t* found = t < leaf.size() ? &leaf[t] : row_of.find(inferred.module(k));
       if (found && s.modules[pos[*found]].type().empty()) s.modules[pos[*found]].inferred_type = inferred.type(k);
     }
+    // A Hugging Face model's config.json names the classes: transformers' own, where its layout says.
+    if (ck.hf)
+      if (const auto hf = HfModuleTypes::of(*ck.hf, ck.tensors))
+        for (ModuleRow& r : s.modules)
+          if (const std::string_view t = hf->type(r.name); !t.empty()) r.inferred_type = t;
   }
 }
 
