@@ -522,6 +522,19 @@ void hf_rules(const Checkpoint& ck, std::vector<Finding>& out) {
                       kv, hd, w.k_proj, w.k_rows, w.k_rows % hd == 0 ? std::to_string(w.k_rows / hd) : "not whole", hd,
                       2 * w.k_rows));
   }
+  // A fused projection: [(heads + 2 x key/value heads) x head_dim, hidden].
+  if (!w.qkv.empty() && c.head_size() && c.num_attention_heads) {
+    const int64_t hd = *c.head_size(), heads = *c.num_attention_heads, kv = c.kv_heads().value_or(heads);
+    if (c.hidden_size && w.qkv_in != *c.hidden_size)
+      add(Severity::Error, "hidden_size",
+          fmt::format("config.json says hidden_size {} but {} takes {} inputs: from_pretrained reports a size mismatch",
+                      *c.hidden_size, w.qkv, w.qkv_in));
+    else if (w.qkv_out != (heads + 2 * kv) * hd)
+      add(Severity::Error, c.head_dim ? "head_dim" : "num_attention_heads",
+          fmt::format("config.json says {} attention heads and {} key/value heads of {} ({} query, key and value outputs) but {} "
+                      "has {}: from_pretrained reports a size mismatch",
+                      heads, kv, hd, (heads + 2 * kv) * hd, w.qkv, w.qkv_out));
+  }
   if (c.num_hidden_layers && !w.layers_prefix.empty() && w.layers != *c.num_hidden_layers) {
     if (w.layers < *c.num_hidden_layers)
       add(Severity::Error, "num_hidden_layers",

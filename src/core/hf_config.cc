@@ -265,16 +265,31 @@ HfWeights hf_weights(const Checkpoint& ck) {
   if (lists.size() == 1) {
     w.layers_prefix = lists.begin()->first;
     w.layers = lists.begin()->second;
-    const std::string q = w.layers_prefix + "0.self_attn.q_proj.weight", k = w.layers_prefix + "0.self_attn.k_proj.weight";
+    // The first layer's attention projections, by the names each layout gives them.
+    const std::string& L = w.layers_prefix;
+    const std::pair<std::string, std::string> separate[] = {{L + "0.self_attn.q_proj.weight", L + "0.self_attn.k_proj.weight"},
+                                                            {L + "0.attention.self.query.weight", L + "0.attention.self.key.weight"}};
+    const std::pair<std::string, bool> fused[] = {{L + "0.self_attn.qkv_proj.weight", false},
+                                                  {L + "0.attention.query_key_value.weight", false},
+                                                  {L + "0.attn.c_attn.weight", true}};  // (Conv1D: [in, out])
     const Tensor* tq = nullptr;
     const Tensor* tk = nullptr;
     for (const Tensor& t : ck.tensors) {
-      if (t.name == q && t.shape.size() == 2) tq = &t;
-      if (t.name == k && t.shape.size() == 2) tk = &t;
+      if (t.shape.size() != 2) continue;
+      for (const auto& [q, k] : separate) {
+        if (t.name == q) tq = &t;
+        if (t.name == k) tk = &t;
+      }
+      for (const auto& [name, conv1d] : fused)
+        if (t.name == name) {
+          w.qkv = name;
+          w.qkv_out = t.shape[conv1d ? 1 : 0];
+          w.qkv_in = t.shape[conv1d ? 0 : 1];
+        }
     }
     if (tq && tk) {
-      w.q_proj = q;
-      w.k_proj = k;
+      w.q_proj = tq->name;
+      w.k_proj = tk->name;
       w.q_rows = tq->shape[0];
       w.q_cols = tq->shape[1];
       w.k_rows = tk->shape[0];

@@ -88,8 +88,14 @@ struct HfWeights {
   std::string dtype;  // the floating dtype holding most parameter bytes, "" when none
   // The first layer's separate query and key projections (Llama's layout, "<layers>0.self_attn.q_proj.weight"
   // [heads x head_dim, hidden]): rows and columns, 0 when the file has no such pair.
+  // BERT's attention.self.query / key (the same layout) count as well.
   int64_t q_rows = 0, q_cols = 0, k_rows = 0;
   std::string q_proj, k_proj;  // their names
+  // Or the first layer's fused projection of queries, keys and values: Phi-3's self_attn.qkv_proj and
+  // GPT-NeoX's attention.query_key_value ([(heads + 2 x key/value heads) x head_dim, hidden]), GPT-2's
+  // attn.c_attn (a Conv1D: [hidden, 3 x hidden]): its outputs and inputs, 0 when the file has none.
+  int64_t qkv_out = 0, qkv_in = 0;
+  std::string qkv;  // its name
 };
 HfWeights hf_weights(const Checkpoint& ck);
 

@@ -163,11 +163,21 @@ def main():
              ({"num_key_value_heads": 3}, "error", "3 key/value heads of 8 but model.layers.0.self_attn.k_proj.weight has 16 rows (2 heads of 8)"),
              ({"hidden_size": 96, "head_dim": 8}, "error", "hidden_size 96 but model.layers.0.self_attn.q_proj.weight takes 64 inputs"),
              ({"num_attention_heads": 4}, "error", "4 attention heads of 8 but model.layers.0.self_attn.q_proj.weight has 64 rows (8 heads of 8)"),
-             (None, "error", "not valid JSON at byte")]
+             (None, "error", "not valid JSON at byte"),
+             # GPT-2's fused c_attn (Conv1D [64, 3 x 64]), BERT's query / key ([64, 64]), Phi-3's qkv_proj
+             ("hf523/gpt2_tied", {"n_embd": 96}, "error", "hidden_size 96 but transformer.h.0.attn.c_attn.weight takes 64 inputs"),
+             ("hf523/gpt2_tied", {"n_head": 5}, "error",
+              "5 attention heads and 5 key/value heads of 12 (180 query, key and value outputs) but transformer.h.0.attn.c_attn.weight has 192"),
+             ("hf523/bert_enc", {"hidden_size": 96}, "error", "hidden_size 96 but encoder.layer.0.attention.self.query.weight takes 64 inputs"),
+             ("hf523/bert_enc", {"num_attention_heads": 3}, "error",
+              "3 attention heads of 21 but encoder.layer.0.attention.self.query.weight has 64 rows (not whole heads of 21)"),
+             ("hf523/phi3_partial_fp16", {"num_key_value_heads": 1}, "error",
+              "4 attention heads and 1 key/value heads of 16 (96 query, key and value outputs) but model.layers.0.self_attn.qkv_proj.weight has 128")]
     with tempfile.TemporaryDirectory() as tmp:
-        for k, (edit, severity, text) in enumerate(cases):
+        for k, case in enumerate(cases):
+            folder, (edit, severity, text) = (os.path.join(td, case[0]), case[1:]) if len(case) == 4 else (src, case)
             dst = os.path.join(tmp, f"m{k}")
-            shutil.copytree(src, dst)
+            shutil.copytree(folder, dst)
             cfg = os.path.join(dst, "config.json")
             if edit is None:
                 open(cfg, "w").write('{"model_type": "llama", ')
