@@ -51,6 +51,12 @@ std::string pattern_of(std::string_view name) {
 
 }  // namespace
 
+std::optional<HfBaseModel> hf_base_model(const HfConfig& c) {
+  for (const TypeInfo& t : kTypes)
+    if (c.model_type == t.model_type) return HfBaseModel{std::string(t.prefix) + "Model", t.base};
+  return std::nullopt;
+}
+
 std::optional<HfModuleTypes> HfModuleTypes::of(const HfConfig& c, const std::vector<Tensor>& tensors) {
   const TypeInfo* info = nullptr;
   for (const TypeInfo& t : kTypes)

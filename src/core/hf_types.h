@@ -30,6 +30,13 @@
 
 namespace ckpt {
 
+// The base model transformers' AutoModel builds for a supported model type: its class (LlamaModel) and the
+// attribute a head model keeps it under ("model"), nullopt for another type.
+struct HfBaseModel {
+  std::string model_class, attribute;
+};
+std::optional<HfBaseModel> hf_base_model(const HfConfig& c);
+
 class HfModuleTypes {
  public:
   // For a config of a supported model type whose weights `tensors` are laid out as its classes keep them;

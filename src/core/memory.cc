@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/hf_config.h"
+#include "core/hf_types.h"
 #include "core/summary.h"
 #include "core/text.h"
 
@@ -128,19 +129,24 @@ TrainingUsage estimate_training_usage(uint64_t bytes, const std::string& precisi
   return u;
 }
 
-MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o) {
-  for (const std::string& d : o.dtypes)
-    if (!dtype_rule(d))
-      throw UsageError(fmt::format("--dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
-  MemoryReport m;
+namespace {
 
-  // Sizes of every tensor once (a tied copy is the first name's), added to each module above it.
+// Sizes of one model: every tensor once (a tied copy is the first name's) under `prefix` ("" all of them,
+// "model." the base model's, named without it), and the extra buffers there; the largest layer as
+// accelerate's get_max_layer_size finds it, as stored and as float32.
+struct Measured {
+  uint64_t total = 0, total32 = 0, largest = 0, largest32 = 0;
+  std::vector<std::string> largest_layers, largest_layers32;
+  std::map<std::string, uint64_t> float_bytes;  // by dtype
+  std::vector<std::string> no_split;
+};
+
+Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<ExtraBuffer>& extra, const std::string& prefix) {
+  Measured m;
   std::map<std::string, uint64_t> size, size32;  // module or tensor path -> bytes (as stored, as float32)
   std::map<std::string, Node> tree;  // module path -> children and direct tensors
-  std::set<std::string> names, modules;
-  std::map<std::string, uint64_t> float_bytes;
+  std::set<std::string> modules;
   auto place = [&](const std::string& name, uint64_t bytes, uint64_t bytes32) {
-    names.insert(name);
     for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
       size[name.substr(0, dot)] += bytes;
       size32[name.substr(0, dot)] += bytes32;
@@ -157,26 +163,22 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     for (std::string child = parent_of(name); !child.empty() && modules.insert(child).second; child = parent_of(child))
       tree[parent_of(child)].children.push_back(child);
   };
+  auto under = [&](const std::string& name) { return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0; };
+  std::set<std::string> root_buffers;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
     if (s.same_tensor.size() > k && s.same_tensor[k] != k) continue;
     if (t.state == TensorState::Uninitialized && !t.resolved) continue;
-    place(t.name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
-    if (is_floating(t.dtype)) float_bytes[std::string(t.dtype->name)] += t.bytes;
+    if (!prefix.empty() && !under(t.name)) continue;
+    const std::string name = t.name.substr(prefix.size());
+    place(name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
+    if (is_floating(t.dtype)) m.float_bytes[std::string(t.dtype->name)] += t.bytes;
+    if (t.kind == TensorKind::Buffer && name.find('.') == std::string::npos) root_buffers.insert(name);
   }
-  // The weights' facts (embedding, numbered layers, attention projections) for the buffers and the KV cache.
-  const HfWeights w = ck.hf && ck.hf->error.empty() ? hf_weights(ck) : HfWeights{};
-  if (ck.hf && ck.hf->error.empty()) {
-    m.extra_buffers = extra_buffers(*ck.hf, w, names);
-    for (const ExtraBuffer& b : m.extra_buffers) {
-      place(b.name, b.bytes, b.bytes);
-    }
-  }
-  uint64_t most = 0;
-  for (const auto& [d, b] : float_bytes)
-    if (b > most) most = b, m.own_dtype = d;
+  for (const ExtraBuffer& b : extra)
+    if (prefix.empty() || under(b.name)) place(b.name.substr(prefix.size()), b.bytes, b.bytes);
   m.total = size[""];
-  m.float32_total = size32[""];
+  m.total32 = size32[""];
 
   // Children in the order the model registers them: numbered ones by number, a top-level lm_head last
   // (transformers' *ForCausalLM registers the base model first; safetensors sorts lm_head before it).
@@ -211,25 +213,21 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
   // get_max_layer_size over the root's own parameters, its children, its own buffers.
   std::vector<std::string> todo;
   const Node& root = tree[""];
-  std::set<std::string> buffer_names;
-  for (const Tensor& t : ck.tensors)
-    if (t.kind == TensorKind::Buffer && t.name.find('.') == std::string::npos) buffer_names.insert(t.name);
   std::vector<std::string> params, buffers;
-  for (const std::string& t : root.tensors) (buffer_names.count(t) ? buffers : params).push_back(t);
+  for (const std::string& t : root.tensors) (root_buffers.count(t) ? buffers : params).push_back(t);
   // A stack holding the candidates in reverse: popping gives accelerate's order (a split module's
   // children take its place, before its later siblings), each pop and push O(1) however flat the model.
   todo.insert(todo.end(), buffers.rbegin(), buffers.rend());
   todo.insert(todo.end(), root.children.rbegin(), root.children.rend());
   todo.insert(todo.end(), params.rbegin(), params.rend());
-  uint64_t largest32 = 0;
-  std::vector<std::string> names32;
   while (!todo.empty()) {
     const std::string name = std::move(todo.back());
     todo.pop_back();
     auto it = tree.find(name);
     const bool module_with_children = it != tree.end() && !it->second.children.empty();
     if (!module_with_children || unsplit(name)) {
-      for (auto [sizes, best, best_names] : {std::tuple{&size, &m.largest, &m.largest_layers}, std::tuple{&size32, &largest32, &names32}}) {
+      for (auto [sizes, best, best_names] :
+           {std::tuple{&size, &m.largest, &m.largest_layers}, std::tuple{&size32, &m.largest32, &m.largest_layers32}}) {
         const uint64_t sz = (*sizes)[name];
         if (sz > *best) {
           *best = sz;
@@ -242,6 +240,33 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
       todo.insert(todo.end(), it->second.children.rbegin(), it->second.children.rend());
     }
   }
+  return m;
+}
+
+}  // namespace
+
+MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o) {
+  for (const std::string& d : o.dtypes)
+    if (!dtype_rule(d))
+      throw UsageError(fmt::format("--dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
+  MemoryReport m;
+  // The weights' facts (embedding, numbered layers, attention projections) for the buffers and the KV cache.
+  const HfWeights w = ck.hf && ck.hf->error.empty() ? hf_weights(ck) : HfWeights{};
+  if (ck.hf && ck.hf->error.empty()) {
+    std::set<std::string> names;
+    for (const Tensor& t : ck.tensors) names.insert(t.name);
+    m.extra_buffers = extra_buffers(*ck.hf, w, names);
+  }
+  const Measured all = measure(ck, s, m.extra_buffers, "");
+  uint64_t most = 0;
+  for (const auto& [d, b] : all.float_bytes)
+    if (b > most) most = b, m.own_dtype = d;
+  m.total = all.total;
+  m.float32_total = all.total32;
+  m.largest = all.largest;
+  m.largest_layers = all.largest_layers;
+  m.no_split = all.no_split;
+  const uint64_t largest32 = all.largest32;
 
   // Rows: the file's own dtype exactly, then accelerate's conversions of the float32 size.
   std::vector<std::string> dtypes = o.dtypes;
@@ -268,6 +293,37 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     r.training = estimate_training_usage(m.float32_total, d);
     m.rows.push_back(r);
   }
+
+  // accelerate's command: the base model alone, where the file holds more (a head).
+  if (ck.hf && ck.hf->error.empty())
+    if (const auto base = hf_base_model(*ck.hf)) {
+      const std::string prefix = base->attribute + ".";
+      std::set<std::string> outside;
+      bool inside = false;
+      for (const Tensor& t : ck.tensors) {
+        if (t.name.compare(0, prefix.size(), prefix) == 0) inside = true;
+        else outside.insert(t.name.substr(0, t.name.find('.')));
+      }
+      if (inside && !outside.empty()) {
+        const Measured b = measure(ck, s, m.extra_buffers, prefix);
+        CommandEstimate c;
+        c.model_class = base->model_class;
+        c.left_out.assign(outside.begin(), outside.end());
+        c.float32_total = b.total32;
+        c.largest = b.largest32;
+        c.largest_layers = b.largest_layers32;
+        for (const std::string& d : dtypes) {
+          const DtypeRule& rule = *dtype_rule(d);
+          MemoryRow r;
+          r.dtype = d;
+          r.total = static_cast<double>(b.total32) / rule.divisor;
+          r.largest = static_cast<double>(b.largest32) / rule.divisor;
+          r.training = estimate_training_usage(b.total32, d);
+          c.rows.push_back(r);
+        }
+        m.command = std::move(c);
+      }
+    }
 
   // The KV cache of a decoder.
   if (!ck.hf) {
@@ -359,6 +415,18 @@ J memory_json(const MemoryReport& m) {
           {"kv_heads", k.kv_heads}, {"head_dim", k.head_dim}, {"bytes", k.bytes}};
     if (k.config_kv_heads) kv["config_kv_heads"] = *k.config_kv_heads;
   }
+  J command;
+  if (m.command) {
+    const CommandEstimate& c = *m.command;
+    J crows = J::array();
+    for (const MemoryRow& r : c.rows)
+      crows.push_back({{"dtype", r.dtype}, {"largest_layer_bytes", bytes(r.largest)}, {"total_bytes", bytes(r.total)}, {"training", usage(r.training)}});
+    command = {{"model_class", c.model_class},
+               {"left_out", c.left_out},
+               {"float32_total_bytes", c.float32_total},
+               {"largest_layer", {{"bytes", c.largest}, {"names", c.largest_layers}}},
+               {"dtypes", std::move(crows)}};
+  }
   return J{{"dtype", m.own_dtype.empty() ? J() : J(m.own_dtype)},
            {"total_bytes", m.total},
            {"float32_total_bytes", m.float32_total},
@@ -367,7 +435,8 @@ J memory_json(const MemoryReport& m) {
            {"non_persistent_buffers", std::move(extra)},
            {"dtypes", std::move(rows)},
            {"kv_cache", std::move(kv)},
-           {"kv_cache_none", m.kv_cache ? J() : J(m.kv_cache_none)}};
+           {"kv_cache_none", m.kv_cache ? J() : J(m.kv_cache_none)},
+           {"accelerate_command", std::move(command)}};
 }
 
 std::string memory_text(const MemoryReport& m, bool exact) {
@@ -391,6 +460,12 @@ std::string memory_text(const MemoryReport& m, bool exact) {
   for (const auto& r : rows)
     out += fmt::format("  {:<{}}  {:>{}}  {:>{}}  {:>{}}\n", r[0], w[0], r[1], w[1], r[2], w[2], r[3], w[3]);
   out += fmt::format("  Largest layer: {}\n", m.largest_layers.empty() ? "none" : join(m.largest_layers, ", ", 8, ", and {} more"));
+  if (m.command) {
+    const CommandEstimate& c = *m.command;
+    out += fmt::format("  accelerate estimate-memory sizes {}, without {}: {} in float32 (largest layer {}), Adam {}\n", c.model_class,
+                       join(c.left_out, ", ", 4, ", and {} more"), b(static_cast<double>(c.float32_total)), b(static_cast<double>(c.largest)),
+                       b(static_cast<double>(estimate_training_usage(c.float32_total, "float32").step)));
+  }
   if (m.kv_cache) {
     const KvCache& k = *m.kv_cache;
     std::string how = fmt::format("{} layers x 2 x {} key/value heads x {} head_dim", k.layers, k.kv_heads, k.head_dim);

@@ -61,6 +61,17 @@ struct ExtraBuffer {  // a non-persistent buffer the model registers but the fil
   uint64_t bytes = 0;
 };
 
+// What `accelerate estimate-memory` sizes where that differs from the file: the model its create_empty_model
+// builds, AutoModel.from_config, is the base model without the head (LlamaModel, not LlamaForCausalLM): the
+// tensors under its attribute, named without it; every row derived from that float32 size.
+struct CommandEstimate {
+  std::string model_class;  // "LlamaModel"
+  std::vector<std::string> left_out;  // the top-level modules it has not ("lm_head")
+  uint64_t float32_total = 0, largest = 0;  // float32
+  std::vector<std::string> largest_layers;
+  std::vector<MemoryRow> rows;
+};
+
 struct MemoryReport {
   std::string own_dtype;  // the floating dtype holding most bytes ("" when none)
   uint64_t total = 0;  // as stored: parameters once, buffers, extra buffers
@@ -72,6 +83,7 @@ struct MemoryReport {
   std::vector<MemoryRow> rows;
   std::optional<KvCache> kv_cache;
   std::string kv_cache_none;  // why there is none
+  std::optional<CommandEstimate> command;  // a head model of a supported type (hf_types.h)
 };
 
 // Throws UsageError for a dtype accelerate's estimate does not take; batch and seq_len are validated by
