@@ -26,6 +26,8 @@ truth.json, per model type (the folder's name):
 - module_types: type(module).__name__ of every module of the loaded model's named_modules(), the root as "";
 - modules_in_keys: the names of those modules that are a dotted prefix of at least one saved key (the
   root "" included), sorted;
+- num_parameters, num_parameters_exclude_embeddings: the loaded model's num_parameters() and
+  num_parameters(exclude_embeddings=True) (every nn.Embedding's weight left out);
 - state_dict_keys, only where they differ from keys: the loaded model's state_dict() keys, sorted (a tied
   lm_head.weight, which the file leaves out; MoE experts, which save_pretrained converts back to one 2-D
   weight per expert and per projection, Mixtral's under block_sparse_moe.experts.<i>.w1/w2/w3, while the
@@ -155,6 +157,8 @@ def write_model(root, model_type):
         "keys": keys,
         "module_types": module_types,
         "modules_in_keys": sorted(n for n in module_types if n in prefixes(keys)),
+        "num_parameters": loaded.num_parameters(),
+        "num_parameters_exclude_embeddings": loaded.num_parameters(exclude_embeddings=True),
     }
     if sorted(sd) != keys:  # a tied head left out of the file, MoE experts saved per expert
         out["state_dict_keys"] = sorted(sd)

@@ -10,7 +10,8 @@ testdata/hf211/ (transformers 5.23 and 5.17).
 
 For each model type, and again with config.json's transformers_version set to each other version, every module
 of the file's key structure (the root too) must be named as that version's tree names it or left unnamed (0
-wrong), at least 90% of them named; a module that version has no class for is not counted.
+wrong), at least 90% of them named; a module that version has no class for is not counted; and the totals'
+parameters, with and without embeddings, transformers' num_parameters() and num_parameters(exclude_embeddings=True).
 
 Usage: module_types.py --ckpt build/ckpt --root .   Exit 0 when all hold, 1 otherwise.
 """
@@ -24,11 +25,15 @@ import sys
 import tempfile
 
 
-def module_table(ckpt, folder):
+def summary(ckpt, folder):
     r = subprocess.run([ckpt, "summary", "--json", folder], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"summary --json {folder}: exit {r.returncode}: {r.stderr.strip()[:300]}")
-    return {m["name"]: m.get("type") or m.get("inferred_type") for m in json.loads(r.stdout)["modules"]}
+    return json.loads(r.stdout)
+
+
+def module_table(doc):
+    return {m["name"]: m.get("type") or m.get("inferred_type") for m in doc["modules"]}
 
 
 def compare(label, got, want):
@@ -82,7 +87,12 @@ def main():
                     cfg = json.load(open(cfg_path))
                     cfg["transformers_version"] = version
                     json.dump(cfg, open(cfg_path, "w"), indent=2)
-                c, n, p = compare(f"{mt} (transformers {version})", module_table(a.ckpt, where), want)
+                doc = summary(a.ckpt, where)
+                c, n, p = compare(f"{mt} (transformers {version})", module_table(doc), want)
+                # transformers' num_parameters, with and without every Embedding's weight (named from the config)
+                for key, field in (("num_parameters", "parameters"), ("num_parameters_exclude_embeddings", "parameters_without_embeddings")):
+                    if doc["totals"][field] != t[key]:
+                        p.append(f"{mt} (transformers {version}): totals.{field} {doc['totals'][field]}, transformers' {key} {t[key]}")
                 counted, named, runs = counted + c, named + n, runs + 1
                 problems += p
         for tf in ("hf523", "hf211"):
@@ -90,7 +100,7 @@ def main():
                 if not isinstance(t, dict) or "module_types" not in t:
                     continue
                 folder = os.path.join(td, tf, name)
-                got = module_table(a.ckpt, folder)
+                got = module_table(summary(a.ckpt, folder))
                 # the modules of the file's keys: the summary's rows (each a prefix of a key) that transformers has
                 want = {m: t["module_types"][m] for m in got if m in t["module_types"]}
                 want[""] = t["config"]["architectures"][0]
