@@ -6,13 +6,13 @@ served by nginx on 127.0.0.1 (tests/remote/servers.py), against the same command
   CKPT=build/ckpt RUNS=5 bench/remote.py
 
 Inputs (written once under BENCH_DIR, default /tmp/ckpt-bench, by Debian's torch 1.13 in /usr/bin/python3):
-- gpt2-large.pt: bench/make_gpt2_large.py, the 3.1 GB GPT-2-large state dict (437 entries, data.pkl ~50 kB);
+- gpt2-large.pt: bench/make_gpt2_large.py, the 3.1 GB GPT-2-large state dict (437 entries, data.pkl 74 kB);
 - gpt2-large.safetensors: its twin as transformers saves it (lm_head.weight, tied to transformer.wte.weight,
   left out), written here with the format's own layout (8-byte length, JSON header, data);
 - gpt2-large-sharded/: the twin cut in name order into shards of at most ~780 MB (5), with
   model.safetensors.index.json and GPT-2-large's config.json, served as a Hub repo (hf://bench/gpt2-large).
 
-Goals (issues 29 and 41): a torch.save zip of any size with a 50 kB data.pkl in <= 3 requests and <= 1 MiB
+Goals (issues 29 and 41): a torch.save zip of any size with a 74 kB data.pkl in <= 3 requests and <= 1 MiB
 (tests/remote/remote_cases.py holds any data.pkl to 3); a safetensors file in 1 request of 100,000 bytes (as
 huggingface_hub's get_safetensors_metadata asks) when its header is under it; a sharded repo in shards + 2
 requests (the listing, the index, a header per shard; its config.json is one more); `check` reads nothing
