@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/common.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/summary.h"
 

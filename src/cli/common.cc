@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/text.h"
 #ifdef CKPT_REMOTE
@@ -18,6 +19,14 @@
 #endif
 
 namespace ckpt::cli {
+
+DeviceSpec parse_device_option(const std::string& text) {
+  try {
+    return parse_device_spec(text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--device '{}': {}", text, e.what()));
+  }
+}
 
 Limits LimitOptions::resolve() const {
   Limits lim;

@@ -2,6 +2,7 @@
 // handing a command over to ckpt-torch (in both binaries).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,9 +11,26 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/inputs.h"
+#include "core/device.h"
 #include "core/error.h"
 
 namespace ckpt::cli {
+
+// A checkpoint (or anything as large) the process exits right after using: let go, never destroyed, since
+// freeing a million small objects one by one costs more than the whole read (clang's -disable-free). In a
+// sanitizer build `p` keeps it and frees it at the end of its scope, so that LeakSanitizer reports real
+// leaks only. Returns the object; `p` is empty afterwards but in sanitizer builds.
+template <typename T>
+T* keep_until_exit(std::unique_ptr<T>& p) {
+  T* kept = p.get();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
+  (void)p.release();
+#endif
+  return kept;
+}
+
+// --device parsed once at the edge: a UsageError naming the option for a bad one.
+DeviceSpec parse_device_option(const std::string& text);
 
 // --limit NAME=VALUE, shared by the commands that read files.
 struct LimitOptions {

@@ -57,8 +57,10 @@ void validate_diff(const CLI::App& sub, const DiffCliOptions& o) {
 int run_diff(const DiffCliOptions& o) {
   const Limits lim = o.resolve();
   // Both stay mapped while values are compared; the process exits right after (see summary.cc).
-  auto* a = new Checkpoint(read_named(o.a, lim));
-  auto* b = new Checkpoint(read_named(o.b, lim));
+  auto own_a = std::make_unique<Checkpoint>(read_named(o.a, lim));
+  auto own_b = std::make_unique<Checkpoint>(read_named(o.b, lim));
+  const Checkpoint* a = keep_until_exit(own_a);
+  const Checkpoint* b = keep_until_exit(own_b);
   DiffOptions d;
   d.strip_prefix = o.strip_prefix;
   d.add_prefix = o.add_prefix;
@@ -79,10 +81,6 @@ int run_diff(const DiffCliOptions& o) {
   const std::string an = vfs::display(o.a), bn = vfs::display(o.b);
   const std::string out = o.wants_json() ? diff_json_text(an, bn, *a, *b, r, d) : render_diff_text(an, bn, *a, *b, r, d);
   write_output(stdout, out);
-#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
-  delete a;
-  delete b;
-#endif
   return r.same(d) ? kExitOk : kExitFindings;  // like diff(1): 0 same, 1 different
 }
 

@@ -18,7 +18,7 @@ namespace ckpt::cli {
 
 ForwardReport run_summary_forward(const SummaryOptions& o, const Checkpoint& file, const Checkpoint* arch,
                                   const ModelReport* model) {
-  const c10::Device device = torchb::parse_device(o.device);
+  const c10::Device device = torchb::parse_device(parse_device_option(o.device), o.device);
   torchb::ExampleInputs inputs;
   if (o.example_input_file.empty()) {
     inputs = torchb::parse_example_inputs(o.example_inputs, device);

@@ -339,11 +339,7 @@ int run_one(const InputItem& item, const RunPlan& plan, const InputTask& task, s
     msg = visible(item.name) + ": out of memory";
   } catch (const std::exception& e) {  // LibTorch refused something (c10::Error), or a defect: its first line
     const std::string what = e.what();
-#ifdef CKPT_WITH_TORCH
-    msg = fmt::format("{}: LibTorch: {}", visible(item.name), visible(what.substr(0, what.find('\n'))));
-#else
-    msg = fmt::format("{}: {}", visible(item.name), visible(what.substr(0, what.find('\n'))));
-#endif
+    msg = fmt::format("{}: {}{}", visible(item.name), kLinksLibTorch ? "LibTorch: " : "", visible(what.substr(0, what.find('\n'))));
   }
   if (plan.header) fmt::print(out, "(not read: {})\n", visible(msg));
   if (!plan.error_records_for.empty()) {

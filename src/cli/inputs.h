@@ -104,6 +104,9 @@ struct RunPlan {
   std::FILE* err = stderr;
 };
 using InputTask = std::function<int(size_t index, const InputItem&, std::FILE* out, std::FILE* err)>;
+// Whether the program links LibTorch (ckpt-torch): an exception that is none of ckpt's own is then
+// LibTorch's (c10::Error), and its error line says so. Each program's main defines it.
+extern const bool kLinksLibTorch;
 int run_inputs(const std::vector<InputItem>& items, const RunPlan& plan, const InputTask& task);
 
 // The threads for `jobs` (0: hardware_concurrency), never more than the inputs.

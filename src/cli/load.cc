@@ -71,7 +71,7 @@ uint64_t peak_rss_bytes() {
 int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup,
              StagingRing* ring) {
   const auto t0 = Clock::now();
-  const c10::Device device = torchb::parse_device(o.device);
+  const c10::Device device = torchb::parse_device(parse_device_option(o.device), o.device);
   torchb::MaterializeOptions mo;
   mo.device = device;
   mo.checksum = o.checksum;
@@ -198,12 +198,10 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   flush_output(out);
   // With several inputs each file's tensors and mapping go before the next is loaded (device memory), as
   // they do on every error; one input's stay until exit.
-#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
   if (!several) {
-    (void)ck.release();
-    (void)arch.release();
+    keep_until_exit(ck);
+    keep_until_exit(arch);
   }
-#endif
   return rep.incomplete() || nothing || nonfinite ? kExitFindings : kExitOk;
 }
 
@@ -214,7 +212,7 @@ int run_load(const LoadOptions& o) {
   // The streaming load's ring, allocated once for every input, on a thread of its own from here on: its
   // first CUDA call makes the context while LibTorch starts CUDA here and the checkpoint is read.
   std::unique_ptr<StagingRing> ring;
-  const DeviceSpec spec = parse_device_spec(o.device);
+  const DeviceSpec spec = parse_device_option(o.device);
   if (spec.kind == DeviceSpec::Kind::Cuda || o.stream)
     ring = std::make_unique<StagingRing>(ring_shape(RingOptions{o.chunk_bytes, o.ring_bytes, 0}),
                                          torchb::make_ring_memory(spec.kind == DeviceSpec::Kind::Cuda, std::max(0, spec.index)));

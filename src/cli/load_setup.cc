@@ -65,14 +65,14 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
   if (o.checksum && !o.wants_json()) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
   if (o.tensors && o.wants_json()) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
   // Accepted and ignored elsewhere would read as if they had worked.
-  const DeviceSpec::Kind kind = parse_device_spec(o.device).kind;
+  const DeviceSpec::Kind kind = parse_device_option(o.device).kind;
   if (o.stream && kind != DeviceSpec::Kind::Cpu)
     throw UsageError("--stream is for --device cpu (cuda always streams; meta reads no byte)");
   if (kind != DeviceSpec::Kind::Cuda && !o.stream)
     for (const char* opt : {"--ring", "--chunk"})
       if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda or --stream (the streaming load)", opt));
   if (sub.count("--chunk") && o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
-  if (o.fail_on == "nonfinite" && parse_device_spec(o.device).kind == DeviceSpec::Kind::Meta)
+  if (o.fail_on == "nonfinite" && kind == DeviceSpec::Kind::Meta)
     throw UsageError("--fail-on nonfinite needs --device cpu or cuda (meta reads no value)");
   if (sub.count("--ring") && o.ring_bytes < ring_shape(RingOptions{o.chunk_bytes, 0, 0}).chunk)
     throw UsageError("--ring: at least one --chunk (4M by default)");

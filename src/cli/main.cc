@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <span>
 #include <system_error>
 
 
@@ -22,6 +23,14 @@
 #ifndef CKPT_VERSION
 #define CKPT_VERSION "0.0.0"
 #endif
+
+namespace ckpt::cli {
+#ifdef CKPT_WITH_TORCH
+extern const bool kLinksLibTorch = true;
+#else
+extern const bool kLinksLibTorch = false;
+#endif
+}  // namespace ckpt::cli
 
 namespace {
 
@@ -50,17 +59,16 @@ int checked(int rc) {
   return ckpt::kExitEnvironment;
 }
 
-}  // namespace
+// The options of every command, bound to their flags.
+struct AllOptions {
+  ckpt::cli::SummaryOptions summary;
+  ckpt::cli::CheckOptions check;
+  ckpt::cli::DiffCliOptions diff;
+  ckpt::cli::LoadOptions load;
+};
 
-int main(int argc, char** argv) {
-  // A closed pipe is a write error (EPIPE) that ckpt reports, not a silent death by SIGPIPE.
-  std::signal(SIGPIPE, SIG_IGN);
+void setup_app(CLI::App& app, AllOptions& o, const std::string& version) {
   using namespace ckpt::cli;
-  CLI::App app{
-      "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"
-      "sharded, DCP) without Python and without executing anything the file contains.",
-      "ckpt"};
-  const std::string version = "ckpt " CKPT_VERSION;
   app.set_version_flag("-V,--version", version, "Print the version and exit");
   app.require_subcommand(1);
   // GNU's convention: an option given twice takes its last value (repeatable ones say so and accumulate).
@@ -69,14 +77,10 @@ int main(int argc, char** argv) {
       "Run 'ckpt COMMAND --help' for a command's options, 'man ckpt' for the manual.\n"
       "Exit status: 0 ok, 1 findings or differences, 2 usage error, 3 unreadable or "
       "unsupported input, 4 the environment cannot do it.");
-  SummaryOptions summary;
-  setup_summary(app, summary);
-  CheckOptions check;
-  setup_check(app, check);
-  DiffCliOptions diff;
-  setup_diff(app, diff);
-  LoadOptions load;
-  setup_load(app, load);
+  setup_summary(app, o.summary);
+  setup_check(app, o.check);
+  setup_diff(app, o.diff);
+  setup_load(app, o.load);
   static const std::pair<const char*, const char*> kFooters[] = {
       {"summary", "Exit status: 0 ok, 2 usage error, 3 unreadable or unsupported input, 4 the environment cannot do "
                   "it; with several inputs the worst of them.\nSee ckpt-summary(1)."},
@@ -93,38 +97,10 @@ int main(int argc, char** argv) {
   use_help(app);
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     sub->set_version_flag("-V,--version", version, "Print the version and exit");  // preparse answers it first
-  const Command commands[] = {
-    {"summary", [&](const CLI::App& sub) { validate_summary(sub, summary); }, [&] { return summary.wants_forward(); },
-     [&] { return run_summary(summary); },
-     // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
-     [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
-    {"check", [](const CLI::App&) {}, nullptr, [&] { return run_check(check); }, nullptr},
-    {"diff", [&](const CLI::App& sub) { validate_diff(sub, diff); }, nullptr, [&] { return run_diff(diff); }, nullptr},
-#ifdef CKPT_WITH_TORCH
-    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, [&] { return run_load(load); },
-#else
-    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
-#endif
-     [&] {
-       ckpt::parse_device_spec(load.device);  // what run_load checks first: refused before any fork
-       return run_load_overlapped(argc, argv, load);
-     }},
-  };
-  std::string command = "ckpt";  // the one named, for the --help hint
-  // --version, and --help below: their text is output like any report's (a write that fails is exit 4).
-  if (const auto rc = preparse(app, argc, argv, version, command)) return checked(*rc);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) {  // --help: on stdout (std::cout writes through stdio's stdout)
-      errno = 0;
-      const int rc = app.exit(e);
-      if (std::ferror(stdout)) ckpt::note_output_errno(errno);  // a write of a long help failed: its errno
-      return checked(rc);
-    }
-    print_usage_error(usage_message(e), command);
-    return ckpt::kExitUsage;
-  }
+}
+
+// Runs the command the line names; each of ckpt's errors is its exit code and one line on stderr.
+int run_command(const CLI::App& app, std::span<const Command> commands, const AllOptions& o) {
   try {
     for (const Command& c : commands) {
       if (!app.got_subcommand(c.name)) continue;
@@ -164,7 +140,7 @@ int main(int argc, char** argv) {
   catch (const std::exception& e) {  // LibTorch refused something (c10::Error): its first line
     std::string what = e.what();
     fmt::print(stderr, "ckpt: error: {}: LibTorch: {}\n",
-               ckpt::visible((app.got_subcommand("summary") ? summary.inputs : load.inputs).files.front()),
+               ckpt::visible((app.got_subcommand("summary") ? o.summary.inputs : o.load.inputs).files.front()),
                ckpt::visible(what.substr(0, what.find('\n'))));  // it may quote the archive's code or names
     return ckpt::kExitBadInput;
   }
@@ -172,8 +148,59 @@ int main(int argc, char** argv) {
   catch (const std::exception& e) {  // a defect (std::logic_error, ...): an error line and exit 3, never an abort
     const std::string what = e.what();
     fmt::print(stderr, "ckpt: error: {}\n", ckpt::visible(what.substr(0, what.find('\n'))));
+    (void)o;
     return ckpt::kExitBadInput;
   }
 #endif
   return ckpt::kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed pipe is a write error (EPIPE) that ckpt reports, not a silent death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  using namespace ckpt::cli;
+  CLI::App app{
+      "ckpt: inspect PyTorch checkpoints (torch.save, Lightning .ckpt, TorchScript, torch.export .pt2, safetensors,\n"
+      "sharded, DCP) without Python and without executing anything the file contains.",
+      "ckpt"};
+  const std::string version = "ckpt " CKPT_VERSION;
+  AllOptions o;
+  setup_app(app, o, version);
+  SummaryOptions& summary = o.summary;
+  LoadOptions& load = o.load;
+  const Command commands[] = {
+    {"summary", [&](const CLI::App& sub) { validate_summary(sub, summary); }, [&] { return summary.wants_forward(); },
+     [&] { return run_summary(summary); },
+     // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
+     [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
+    {"check", [](const CLI::App&) {}, nullptr, [&] { return run_check(o.check); }, nullptr},
+    {"diff", [&](const CLI::App& sub) { validate_diff(sub, o.diff); }, nullptr, [&] { return run_diff(o.diff); }, nullptr},
+#ifdef CKPT_WITH_TORCH
+    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, [&] { return run_load(load); },
+#else
+    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
+#endif
+     [&] {
+       (void)ckpt::cli::parse_device_option(load.device);  // what run_load checks first: refused before any fork
+       return run_load_overlapped(argc, argv, load);
+     }},
+  };
+  std::string command = "ckpt";  // the one named, for the --help hint
+  // --version, and --help below: their text is output like any report's (a write that fails is exit 4).
+  if (const auto rc = preparse(app, argc, argv, version, command)) return checked(*rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help: on stdout (std::cout writes through stdio's stdout)
+      errno = 0;
+      const int rc = app.exit(e);
+      if (std::ferror(stdout)) ckpt::note_output_errno(errno);  // a write of a long help failed: its errno
+      return checked(rc);
+    }
+    print_usage_error(usage_message(e), command);
+    return ckpt::kExitUsage;
+  }
+  return run_command(app, commands, o);
 }

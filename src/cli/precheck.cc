@@ -88,7 +88,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   // meta reads no byte; cuda (and cpu --stream) count NaN / Inf where the tensors land: nothing to
   // overlap. A remote input is fetched once, by ckpt-torch, not once here and again there.
   const bool remote = std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return vfs::is_url(i.name); });
-  if (parse_device_spec(o.device).kind != DeviceSpec::Kind::Cpu || o.stream || remote || ::pipe2(fds, O_CLOEXEC) != 0)
+  if (parse_device_option(o.device).kind != DeviceSpec::Kind::Cpu || o.stream || remote || ::pipe2(fds, O_CLOEXEC) != 0)
     exec_torch_backend(argc, argv, "ckpt load");
   std::fflush(stdout);
   std::fflush(stderr);
@@ -119,9 +119,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
       // meaningful); with several, freed before the next.
       std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_named(in.items[index].name, lim));
       const Checkpoint* ck = owned.get();
-#if !defined(__SANITIZE_ADDRESS__) && !defined(CKPT_ASAN)
-      if (!in.several) (void)owned.release();
-#endif
+      if (!in.several) keep_until_exit(owned);
       std::vector<const Tensor*> list;
       for (const Tensor& t : ck->tensors) list.push_back(&t);
       Progress progress;

@@ -69,7 +69,7 @@ void setup_summary(CLI::App& app, SummaryOptions& o) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->allow_extra_args(false);
-  one_of(dtype, {"float32", "float16", "bfloat16", "int8", "int4"});
+  one_of(dtype, memory_dtypes());
   complete_none(integer_in(
       sub->add_option("--batch", o.memory_options.batch, "With --memory: sequences in the KV cache")->default_val(1)->type_name("B"),
       1, int64_t{1} << 40));
@@ -142,8 +142,8 @@ void warn_security(const std::string& name, const Limits& lim, std::FILE* err) {
 }
 
 // ARCH of --model: a TorchScript archive (UsageError otherwise).
-Checkpoint* read_arch(const SummaryOptions& o, const Limits& lim) {
-  auto* arch = new Checkpoint(read_checkpoint(o.model, lim));
+std::unique_ptr<Checkpoint> read_arch(const SummaryOptions& o, const Limits& lim) {
+  auto arch = std::make_unique<Checkpoint>(read_checkpoint(o.model, lim));
   if (arch->format != Format::TorchScript)
     throw UsageError(
         fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
@@ -151,27 +151,28 @@ Checkpoint* read_arch(const SummaryOptions& o, const Limits& lim) {
 }
 
 // One input's summary. With several inputs `arch` was read once before them, JSON is one line and each
-// checkpoint is freed once printed; with one, the checkpoint is deliberately not destroyed: the process
-// exits right after, and freeing a million small objects one by one would cost more than the whole read
-// (clang -disable-free).
+// checkpoint is freed once printed; with one, it is kept until exit (keep_until_exit).
 int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& lim, const std::string& name,
                   const Checkpoint* shared_arch, bool several, std::FILE* out, std::FILE* err) {
-  Checkpoint* owned = nullptr;
+  std::unique_ptr<Checkpoint> owned;
   const vfs::TransferScope transfer;  // what a remote input costs, counted apart from the other inputs'
   try {
-    owned = new Checkpoint(read_named(name, lim));
+    owned = std::make_unique<Checkpoint>(read_named(name, lim));
   } catch (const InputError&) {
     // A file summary cannot read may still hold pickles Python would run: name them before the error.
     warn_security(name, lim, err);
     throw;
   }
-  std::unique_ptr<Checkpoint> freed(several ? owned : nullptr);
-  const Checkpoint& ck = *owned;
+  Checkpoint& ck = several ? *owned : *keep_until_exit(owned);
   const Checkpoint* arch = shared_arch;
+  std::unique_ptr<Checkpoint> own_arch;
   std::optional<ModelReport> model;
   if (!o.model.empty()) {
-    if (!arch) arch = read_arch(o, lim);
-    model = apply_model(*owned, *arch, o.strip_prefix, o.add_prefix);
+    if (!arch) {
+      own_arch = read_arch(o, lim);
+      arch = several ? own_arch.get() : keep_until_exit(own_arch);
+    }
+    model = apply_model(ck, *arch, o.strip_prefix, o.add_prefix);
   }
   if (o.wants_forward() && !arch && ck.format != Format::TorchScript)
     throw UsageError(
@@ -216,11 +217,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
                                        f.error_module.empty() ? "the root module" : "module '" + f.error_module + "'",
                                        f.completed.size(), f.error));
   }
-#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
-  if (!shared_arch) delete arch;
-  if (!several) delete owned;  // sanitizer builds free everything, so that LeakSanitizer reports real leaks only
-#endif
-  return kExitOk;  // `owned` intentionally leaked with one input, see above
+  return kExitOk;
 }
 
 }  // namespace
@@ -232,7 +229,8 @@ int run_summary(const SummaryOptions& o) {
   const Expanded in = expand_inputs(o.inputs);
   const JsonShape shape = json_shape(format, in.several);
   // With several inputs ARCH is read once, first (a wrong ARCH is a usage error before any output).
-  const Checkpoint* arch = in.several && !o.model.empty() ? read_arch(o, lim) : nullptr;
+  std::unique_ptr<Checkpoint> own_arch = in.several && !o.model.empty() ? read_arch(o, lim) : nullptr;
+  const Checkpoint* arch = keep_until_exit(own_arch);
   RunPlan plan;
   // A forward runs LibTorch, one at a time.
   plan.jobs = o.wants_forward() ? 1 : resolve_jobs(o.inputs.jobs, in.items.size());
@@ -246,9 +244,6 @@ int run_summary(const SummaryOptions& o) {
   const int rc = run_inputs(in.items, plan, [&](size_t, const InputItem& item, std::FILE* out, std::FILE* err) {
     return summarize_one(o, format, lim, item.name, arch, in.several, out, err);
   });
-#if defined(__SANITIZE_ADDRESS__) || defined(CKPT_ASAN)
-  delete arch;
-#endif
   return rc;
 }
 

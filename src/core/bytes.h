@@ -68,7 +68,6 @@ class ByteView {
     if (add_overflows(off, len, &end) || end > size_) fail(off, fmt_range(what, off, len));
     return ByteView(data_ + off, len, origin_, base_ + off, fetcher_);
   }
-  ByteView sub_from(uint64_t off) const { return sub(off, off <= size_ ? size_ - off : 0); }
   // The same bytes seen as a new member (base offset reset): used for zip entries.
   ByteView as_member(std::string member) const {
     auto o = std::make_shared<Origin>(Origin{origin_ ? origin_->file : std::string(), std::move(member)});

@@ -35,6 +35,28 @@ struct Verdict {
   std::string fix;
 };
 
+// An operator whose output shape depends on the data (aten.nonzero, aten.bincount, ...).
+Verdict dynamic_shape_verdict(const FlowHit& h) {
+  const bool bincount = h.op == "aten.bincount";
+  Verdict v{"dynamic-shape-op", Severity::Warning,
+            fmt::format("{}{}: its output shape depends on the data", h.op,
+                        h.text.find("torch.index(") != std::string::npos && h.op == "aten.nonzero" ? " (x[mask], boolean-mask indexing)"
+                        : h.text.find("torch.where(") != std::string::npos && h.op == "aten.nonzero" ? " (one-argument torch.where)"
+                                                                                                 : ""),
+            {fmt::format("dynamic shape operator: {}", h.op), fmt::format("Dynamic shape operator ({})", h.op)},
+            {},
+            bincount ? fmt::format("on torch 2.14 set torch._dynamo.config.{} = True; on 2.6 no flag helps (\"Operator does "
+                                   "not have a meta kernel that supports dynamic output shapes\"): count into a tensor of "
+                                   "known size (torch.zeros(n).scatter_add_)",
+                                   kShapeFlag)
+                     : fmt::format("set torch._dynamo.config.{} = True, or use a fixed-shape alternative "
+                                   "(torch.where(mask, x, 0), masked_fill)",
+                                   kShapeFlag)};
+  v.flags[1] = {kShapeFlag};
+  if (!bincount) v.flags[0] = {kShapeFlag};
+  return v;
+}
+
 Verdict verdict(const FlowHit& h) {
   const bool decides = h.to_condition, sizes = h.to_size && !h.to_condition;
   const std::string keep_tensor_cond = fmt::format(
@@ -114,26 +136,7 @@ Verdict verdict(const FlowHit& h) {
       v.flags[1] = {kScalarFlag};
       return v;
     }
-    case FlowKind::DynamicShape: {
-      const bool bincount = h.op == "aten.bincount";
-      Verdict v{"dynamic-shape-op", Severity::Warning,
-                fmt::format("{}{}: its output shape depends on the data", h.op,
-                            h.text.find("torch.index(") != std::string::npos && h.op == "aten.nonzero" ? " (x[mask], boolean-mask indexing)"
-                            : h.text.find("torch.where(") != std::string::npos && h.op == "aten.nonzero" ? " (one-argument torch.where)"
-                                                                                                     : ""),
-                {fmt::format("dynamic shape operator: {}", h.op), fmt::format("Dynamic shape operator ({})", h.op)},
-                {},
-                bincount ? fmt::format("on torch 2.14 set torch._dynamo.config.{} = True; on 2.6 no flag helps (\"Operator does "
-                                       "not have a meta kernel that supports dynamic output shapes\"): count into a tensor of "
-                                       "known size (torch.zeros(n).scatter_add_)",
-                                       kShapeFlag)
-                         : fmt::format("set torch._dynamo.config.{} = True, or use a fixed-shape alternative "
-                                       "(torch.where(mask, x, 0), masked_fill)",
-                                       kShapeFlag)};
-      v.flags[1] = {kShapeFlag};
-      if (!bincount) v.flags[0] = {kShapeFlag};
-      return v;
-    }
+    case FlowKind::DynamicShape: return dynamic_shape_verdict(h);
     case FlowKind::Print:
       return {"print-call", Severity::Warning, "print() (prim::Print)",
               {"builtin: print", "Failed to trace builtin operator (print)"},

@@ -3,13 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <stdexcept>
 
 #include "core/error.h"
 
 namespace ckpt {
 
 DeviceSpec parse_device_spec(const std::string& text) {
-  const auto bad = [&] { return UsageError(fmt::format("--device '{}': expected meta, cpu, cuda or cuda:N", text)); };
+  const auto bad = [] { return std::invalid_argument("expected meta, cpu, cuda or cuda:N"); };
   const size_t colon = text.find(':');
   const std::string name = text.substr(0, colon);
   DeviceSpec d;

@@ -14,7 +14,7 @@ struct DeviceSpec {
 
 // meta | cpu | cuda, optionally :N. The grammar is c10::Device's for these kinds (an index on any of them,
 // no sign, no leading zero, at most INT_MAX), so ckpt refuses exactly what ckpt-torch refuses.
-// Throws UsageError.
+// Throws std::invalid_argument saying what is expected (the command line names the option).
 DeviceSpec parse_device_spec(const std::string& text);
 
 }  // namespace ckpt

@@ -213,7 +213,7 @@ std::string hf_line(const HfConfig& c, std::optional<bool> weights_tied) {
   else if (c.tie_word_embeddings) bits.push_back(*c.tie_word_embeddings ? "tied embeddings" : "untied embeddings");
   else if (weights_tied) bits.push_back(*weights_tied ? "tied embeddings in the weights" : "untied embeddings in the weights");
   if (c.sliding_window) {
-    const auto sliding = std::count(c.layer_types.begin(), c.layer_types.end(), "sliding_attention");
+    const int64_t sliding = c.sliding_layers();
     bits.push_back(c.layer_types.empty() ? fmt::format("sliding window {}", *c.sliding_window)
                                          : fmt::format("sliding window {} ({} of {} layers)", *c.sliding_window, sliding,
                                                        c.layer_types.size()));
@@ -227,7 +227,6 @@ HfWeights hf_weights(const Checkpoint& ck) {
   static const char* const kEmbeddings[] = {"embed_tokens.weight", "wte.weight",      "word_embeddings.weight",
                                             "tok_embeddings.weight", "embed_in.weight", "shared.weight"};
   std::map<std::string, int64_t> lists;  // "model.layers." -> highest index + 1
-  std::map<std::string, uint64_t> float_bytes;
   for (size_t index = 0; index < ck.tensors.size(); ++index) {
     const Tensor& t = ck.tensors[index];
     const std::string& n = t.name;
@@ -247,7 +246,6 @@ HfWeights hf_weights(const Checkpoint& ck) {
       w.lm_head_rows = t.shape[0];
       w.lm_head_index = index;
     }
-    if (t.dtype && t.dtype->cls == DTypeClass::Float) float_bytes[std::string(t.dtype->name)] += t.bytes;
     // numbered blocks: "<prefix>(layers|h|layer|blocks|block).<k>."
     for (size_t p = n.find('.'); p != std::string::npos; p = n.find('.', p + 1)) {
       size_t q = p + 1;
@@ -256,7 +254,7 @@ HfWeights hf_weights(const Checkpoint& ck) {
       const std::string list = n.substr(0, p + 1);
       const size_t b = list.rfind('.', list.size() - 2);
       const std::string last = list.substr(b == std::string::npos ? 0 : b + 1, list.size() - (b == std::string::npos ? 0 : b + 1) - 1);
-      if (last != "layers" && last != "h" && last != "layer" && last != "blocks" && last != "block") continue;
+      if (!is_block_list(last)) continue;
       const int64_t k = std::stoll(n.substr(p + 1, q - p - 1));
       lists[list] = std::max(lists[list], k + 1);
       break;
@@ -295,13 +293,21 @@ HfWeights hf_weights(const Checkpoint& ck) {
       w.k_rows = tk->shape[0];
     }
   }
-  uint64_t most = 0;
-  for (const auto& [d, b] : float_bytes)
-    if (b > most) {
-      most = b;
-      w.dtype = d;
-    }
+  w.dtype = most_bytes_float_dtype(ck.tensors, [](size_t) { return true; });
   return w;
+}
+
+bool is_block_list(std::string_view seg) { return seg == "layers" || seg == "h" || seg == "layer" || seg == "blocks" || seg == "block"; }
+
+std::string most_bytes_float_dtype(const std::vector<Tensor>& tensors, const std::function<bool(size_t)>& keep) {
+  std::map<std::string_view, uint64_t> bytes;  // by name: ties go to the first name
+  for (size_t k = 0; k < tensors.size(); ++k)
+    if (const Tensor& t = tensors[k]; t.dtype && t.dtype->cls == DTypeClass::Float && keep(k)) bytes[t.dtype->name] += t.bytes;
+  uint64_t most = 0;
+  std::string out;
+  for (const auto& [d, b] : bytes)
+    if (b > most) most = b, out = std::string(d);
+  return out;
 }
 
 }  // namespace ckpt

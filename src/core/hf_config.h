@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 namespace ckpt {
 
 struct Checkpoint;
+struct Tensor;
 struct Limits;
 
 struct HfConfig {
@@ -98,5 +101,12 @@ struct HfWeights {
   std::string qkv;  // its name
 };
 HfWeights hf_weights(const Checkpoint& ck);
+
+// A list of numbered blocks by its name: "layers", "h", "layer", "blocks", "block" (transformers' decoder and
+// encoder stacks).
+bool is_block_list(std::string_view segment);
+// The floating dtype holding most bytes among the tensors `keep(k)` accepts ("" when none; the first by
+// name of equal ones).
+std::string most_bytes_float_dtype(const std::vector<Tensor>& tensors, const std::function<bool(size_t)>& keep);
 
 }  // namespace ckpt

@@ -49,6 +49,111 @@ std::string pattern_of(std::string_view name) {
   return out;
 }
 
+// The classes by name pattern under the base model ("layers.#.self_attn" -> LlamaAttention), one family each.
+struct Patterns {
+  std::unordered_map<std::string, std::string_view>& out;
+  void add(std::initializer_list<const char*> patterns, const std::string& type) const {
+    if (type.empty()) return;  // not named (a class chosen at load time)
+    const std::string_view t = Interned(type).str();
+    for (const char* p : patterns) out.emplace(p, t);
+  }
+};
+
+const std::string kLinear = "Linear", kLayerNorm = "LayerNorm", kList = "ModuleList", kEmbedding = "Embedding";
+
+// Llama and the models written after it: P + Model / DecoderLayer / Attention / MLP / RMSNorm.
+void decoder_patterns(const Patterns& x, const std::string& P, const std::string& mt, bool v4, bool scaled_embedding) {
+  const std::string rms = P + "RMSNorm";
+  const bool gemma = mt == "gemma" || mt == "gemma2";
+  x.add({"embed_tokens"}, gemma && scaled_embedding ? P + "TextScaledWordEmbedding" : kEmbedding);
+  x.add({"layers"}, kList);
+  x.add({"layers.#"}, P + "DecoderLayer");
+  x.add({"norm", "layers.#.input_layernorm", "layers.#.post_attention_layernorm"}, rms);
+  if (mt == "gemma2") x.add({"layers.#.pre_feedforward_layernorm", "layers.#.post_feedforward_layernorm"}, rms);
+  // 4.57's Qwen2-MoE picks its attention class by attn_implementation (Qwen2MoeSdpaAttention, ...).
+  x.add({"layers.#.self_attn"}, v4 && mt == "qwen2_moe" ? std::string() : P + "Attention");
+  x.add({"layers.#.self_attn.q_proj", "layers.#.self_attn.k_proj", "layers.#.self_attn.v_proj", "layers.#.self_attn.o_proj",
+         "layers.#.self_attn.qkv_proj"},
+        kLinear);
+  if (mt == "qwen3" || mt == "qwen3_moe") x.add({"layers.#.self_attn.q_norm", "layers.#.self_attn.k_norm"}, rms);
+  if (mt == "mixtral") {
+    if (!v4) return;  // 5.x loads block_sparse_moe.* into mlp.* (a router and 3-D experts): no module of these names
+    x.add({"layers.#.block_sparse_moe"}, P + "SparseMoeBlock");
+    x.add({"layers.#.block_sparse_moe.gate", "layers.#.block_sparse_moe.experts.#.w1", "layers.#.block_sparse_moe.experts.#.w2",
+           "layers.#.block_sparse_moe.experts.#.w3"},
+          kLinear);
+    x.add({"layers.#.block_sparse_moe.experts"}, kList);
+    x.add({"layers.#.block_sparse_moe.experts.#"}, P + "BlockSparseTop2MLP");
+  } else if (mt == "qwen2_moe" || mt == "qwen3_moe") {
+    x.add({"layers.#.mlp"}, P + "SparseMoeBlock");
+    x.add({"layers.#.mlp.gate"}, v4 ? kLinear : P + "TopKRouter");
+    x.add({"layers.#.mlp.experts"}, v4 ? kList : P + "Experts");
+    if (v4) {
+      x.add({"layers.#.mlp.experts.#"}, P + "MLP");
+      x.add({"layers.#.mlp.experts.#.gate_proj", "layers.#.mlp.experts.#.up_proj", "layers.#.mlp.experts.#.down_proj"}, kLinear);
+    }
+    if (mt == "qwen2_moe") {
+      x.add({"layers.#.mlp.shared_expert"}, P + "MLP");
+      x.add({"layers.#.mlp.shared_expert.gate_proj", "layers.#.mlp.shared_expert.up_proj", "layers.#.mlp.shared_expert.down_proj",
+             "layers.#.mlp.shared_expert_gate"},
+            kLinear);
+    }
+  } else {
+    x.add({"layers.#.mlp"}, P + "MLP");
+    x.add({"layers.#.mlp.gate_proj", "layers.#.mlp.up_proj", "layers.#.mlp.down_proj", "layers.#.mlp.gate_up_proj"}, kLinear);
+  }
+}
+
+void gpt2_patterns(const Patterns& x) {
+  x.add({"wte", "wpe"}, kEmbedding);
+  x.add({"h"}, kList);
+  x.add({"h.#"}, "GPT2Block");
+  x.add({"h.#.ln_1", "h.#.ln_2", "ln_f"}, kLayerNorm);
+  x.add({"h.#.attn"}, "GPT2Attention");
+  x.add({"h.#.mlp"}, "GPT2MLP");
+  x.add({"h.#.attn.c_attn", "h.#.attn.c_proj", "h.#.mlp.c_fc", "h.#.mlp.c_proj"}, "Conv1D");
+}
+
+void gpt_neox_patterns(const Patterns& x) {
+  x.add({"embed_in"}, kEmbedding);
+  x.add({"layers"}, kList);
+  x.add({"layers.#"}, "GPTNeoXLayer");
+  x.add({"layers.#.input_layernorm", "layers.#.post_attention_layernorm", "final_layer_norm"}, kLayerNorm);
+  x.add({"layers.#.attention"}, "GPTNeoXAttention");
+  x.add({"layers.#.mlp"}, "GPTNeoXMLP");
+  x.add({"layers.#.attention.query_key_value", "layers.#.attention.dense", "layers.#.mlp.dense_h_to_4h", "layers.#.mlp.dense_4h_to_h"},
+        kLinear);
+}
+
+void falcon_patterns(const Patterns& x) {
+  x.add({"word_embeddings"}, kEmbedding);
+  x.add({"h"}, kList);
+  x.add({"h.#"}, "FalconDecoderLayer");
+  x.add({"h.#.input_layernorm", "h.#.post_attention_layernorm", "h.#.ln_attn", "h.#.ln_mlp", "ln_f"}, kLayerNorm);
+  x.add({"h.#.self_attention"}, "FalconAttention");  // (FalconFlashAttention2 when loaded with flash attention)
+  x.add({"h.#.mlp"}, "FalconMLP");
+  x.add({"h.#.self_attention.query_key_value", "h.#.self_attention.dense", "h.#.mlp.dense_h_to_4h", "h.#.mlp.dense_4h_to_h"},
+        "FalconLinear");
+}
+
+void bert_patterns(const Patterns& x, const std::string& P, bool v4) {
+  x.add({"embeddings"}, P + "Embeddings");
+  x.add({"embeddings.word_embeddings", "embeddings.position_embeddings", "embeddings.token_type_embeddings"}, kEmbedding);
+  x.add({"embeddings.LayerNorm", "encoder.layer.#.attention.output.LayerNorm", "encoder.layer.#.output.LayerNorm"}, kLayerNorm);
+  x.add({"encoder"}, P + "Encoder");
+  x.add({"encoder.layer"}, kList);
+  x.add({"encoder.layer.#"}, P + "Layer");
+  x.add({"encoder.layer.#.attention"}, P + "Attention");
+  x.add({"encoder.layer.#.attention.self"}, v4 ? std::string() : P + "SelfAttention");  // 4.x: BertSdpaSelfAttention, ...
+  x.add({"encoder.layer.#.attention.output"}, P + "SelfOutput");
+  x.add({"encoder.layer.#.intermediate"}, P + "Intermediate");
+  x.add({"encoder.layer.#.output"}, P + "Output");
+  x.add({"pooler"}, P + "Pooler");
+  x.add({"encoder.layer.#.attention.self.query", "encoder.layer.#.attention.self.key", "encoder.layer.#.attention.self.value",
+         "encoder.layer.#.attention.output.dense", "encoder.layer.#.intermediate.dense", "encoder.layer.#.output.dense", "pooler.dense"},
+        kLinear);
+}
+
 }  // namespace
 
 std::optional<HfBaseModel> hf_base_model(const HfConfig& c) {
@@ -63,11 +168,6 @@ std::optional<HfModuleTypes> HfModuleTypes::of(const HfConfig& c, const std::vec
     if (c.model_type == t.model_type) info = &t;
   if (!info || !c.error.empty()) return std::nullopt;
   const std::string P = info->prefix;
-  // Today's classes without a version; older ones' where they differ (each version's tree read in
-  // testdata/module_types/truth.json: 4.57.1, 5.0.0, 5.3.0, 5.4.0, 5.13.1, 5.14.0, 5.17.0, 5.23.0).
-  const int major = c.transformers_major.value_or(99);
-  const bool v4 = major < 5;
-  const bool scaled_embedding = major > 5 || (major == 5 && c.transformers_minor >= 4);  // Gemma's, from 5.4.0
   const std::string arch = c.architectures.empty() ? std::string() : c.architectures.front();
   if (!arch.empty() && !starts_with(arch, P)) return std::nullopt;  // a config of another model's classes
 
@@ -83,109 +183,22 @@ std::optional<HfModuleTypes> HfModuleTypes::of(const HfConfig& c, const std::vec
     if (!arch.empty()) m.root_ = kept(arch);
     // A language model's head; GPT-NeoX saves it as embed_out (4.x's attribute, 5.x's lm_head under its old name).
     if (ends_with(arch, "ForCausalLM") || ends_with(arch, "LMHeadModel"))
-      m.heads_.emplace(info->family == Family::kGptNeox ? "embed_out" : "lm_head", kept("Linear"));
+      m.heads_.emplace(info->family == Family::kGptNeox ? "embed_out" : "lm_head", kept(kLinear));
   } else if (arch == P + "Model") {
     m.root_ = m.base_type_;
   }
-
-  auto add = [&](std::initializer_list<const char*> patterns, const std::string& type) {
-    if (type.empty()) return;
-    const std::string_view t = kept(type);
-    for (const char* p : patterns) m.by_pattern_.emplace(p, t);
-  };
-  const std::string linear = "Linear", norm_ln = "LayerNorm", list = "ModuleList", embedding = "Embedding";
+  // Today's classes without a version; older ones' where they differ (each version's tree read in
+  // testdata/module_types/truth.json: 4.57.1, 5.0.0, 5.3.0, 5.4.0, 5.13.1, 5.14.0, 5.17.0, 5.23.0).
+  const int major = c.transformers_major.value_or(99);
+  const bool v4 = major < 5;
+  const bool scaled_embedding = major > 5 || (major == 5 && c.transformers_minor >= 4);  // Gemma's, from 5.4.0
+  const Patterns x{m.by_pattern_};
   switch (info->family) {
-    case Family::kDecoder: {
-      const std::string rms = P + "RMSNorm";
-      const std::string mt = c.model_type;
-      const bool gemma = mt == "gemma" || mt == "gemma2";
-      add({"embed_tokens"}, gemma && scaled_embedding ? P + "TextScaledWordEmbedding" : embedding);
-      add({"layers"}, list);
-      add({"layers.#"}, P + "DecoderLayer");
-      add({"norm", "layers.#.input_layernorm", "layers.#.post_attention_layernorm"}, rms);
-      if (mt == "gemma2") add({"layers.#.pre_feedforward_layernorm", "layers.#.post_feedforward_layernorm"}, rms);
-      // 4.57's Qwen2-MoE picks its attention class by attn_implementation (Qwen2MoeSdpaAttention, ...).
-      add({"layers.#.self_attn"}, v4 && mt == "qwen2_moe" ? std::string() : P + "Attention");
-      add({"layers.#.self_attn.q_proj", "layers.#.self_attn.k_proj", "layers.#.self_attn.v_proj", "layers.#.self_attn.o_proj",
-           "layers.#.self_attn.qkv_proj"},
-          linear);
-      if (mt == "qwen3" || mt == "qwen3_moe") add({"layers.#.self_attn.q_norm", "layers.#.self_attn.k_norm"}, rms);
-      const bool moe = mt == "qwen2_moe" || mt == "qwen3_moe";
-      if (mt == "mixtral") {
-        if (v4) {  // 5.x loads block_sparse_moe.* into mlp.* (a router and 3-D experts): no module of these names
-          add({"layers.#.block_sparse_moe"}, P + "SparseMoeBlock");
-          add({"layers.#.block_sparse_moe.gate", "layers.#.block_sparse_moe.experts.#.w1", "layers.#.block_sparse_moe.experts.#.w2",
-               "layers.#.block_sparse_moe.experts.#.w3"},
-              linear);
-          add({"layers.#.block_sparse_moe.experts"}, list);
-          add({"layers.#.block_sparse_moe.experts.#"}, P + "BlockSparseTop2MLP");
-        }
-      } else if (moe) {
-        add({"layers.#.mlp"}, P + "SparseMoeBlock");
-        add({"layers.#.mlp.gate"}, v4 ? linear : P + "TopKRouter");
-        add({"layers.#.mlp.experts"}, v4 ? list : P + "Experts");
-        if (v4) {
-          add({"layers.#.mlp.experts.#"}, P + "MLP");
-          add({"layers.#.mlp.experts.#.gate_proj", "layers.#.mlp.experts.#.up_proj", "layers.#.mlp.experts.#.down_proj"}, linear);
-        }
-        if (mt == "qwen2_moe") {
-          add({"layers.#.mlp.shared_expert"}, P + "MLP");
-          add({"layers.#.mlp.shared_expert.gate_proj", "layers.#.mlp.shared_expert.up_proj", "layers.#.mlp.shared_expert.down_proj",
-               "layers.#.mlp.shared_expert_gate"},
-              linear);
-        }
-      } else {
-        add({"layers.#.mlp"}, P + "MLP");
-        add({"layers.#.mlp.gate_proj", "layers.#.mlp.up_proj", "layers.#.mlp.down_proj", "layers.#.mlp.gate_up_proj"}, linear);
-      }
-      break;
-    }
-    case Family::kGpt2:
-      add({"wte", "wpe"}, embedding);
-      add({"h"}, list);
-      add({"h.#"}, "GPT2Block");
-      add({"h.#.ln_1", "h.#.ln_2", "ln_f"}, norm_ln);
-      add({"h.#.attn"}, "GPT2Attention");
-      add({"h.#.mlp"}, "GPT2MLP");
-      add({"h.#.attn.c_attn", "h.#.attn.c_proj", "h.#.mlp.c_fc", "h.#.mlp.c_proj"}, "Conv1D");
-      break;
-    case Family::kGptNeox:
-      add({"embed_in"}, embedding);
-      add({"layers"}, list);
-      add({"layers.#"}, "GPTNeoXLayer");
-      add({"layers.#.input_layernorm", "layers.#.post_attention_layernorm", "final_layer_norm"}, norm_ln);
-      add({"layers.#.attention"}, "GPTNeoXAttention");
-      add({"layers.#.mlp"}, "GPTNeoXMLP");
-      add({"layers.#.attention.query_key_value", "layers.#.attention.dense", "layers.#.mlp.dense_h_to_4h", "layers.#.mlp.dense_4h_to_h"},
-          linear);
-      break;
-    case Family::kFalcon:
-      add({"word_embeddings"}, embedding);
-      add({"h"}, list);
-      add({"h.#"}, "FalconDecoderLayer");
-      add({"h.#.input_layernorm", "h.#.post_attention_layernorm", "h.#.ln_attn", "h.#.ln_mlp", "ln_f"}, norm_ln);
-      add({"h.#.self_attention"}, "FalconAttention");  // (FalconFlashAttention2 when loaded with flash attention)
-      add({"h.#.mlp"}, "FalconMLP");
-      add({"h.#.self_attention.query_key_value", "h.#.self_attention.dense", "h.#.mlp.dense_h_to_4h", "h.#.mlp.dense_4h_to_h"},
-          "FalconLinear");
-      break;
-    case Family::kBert:
-      add({"embeddings"}, P + "Embeddings");
-      add({"embeddings.word_embeddings", "embeddings.position_embeddings", "embeddings.token_type_embeddings"}, embedding);
-      add({"embeddings.LayerNorm", "encoder.layer.#.attention.output.LayerNorm", "encoder.layer.#.output.LayerNorm"}, norm_ln);
-      add({"encoder"}, P + "Encoder");
-      add({"encoder.layer"}, list);
-      add({"encoder.layer.#"}, P + "Layer");
-      add({"encoder.layer.#.attention"}, P + "Attention");
-      add({"encoder.layer.#.attention.self"}, v4 ? std::string() : P + "SelfAttention");  // 4.x: BertSdpaSelfAttention, ...
-      add({"encoder.layer.#.attention.output"}, P + "SelfOutput");
-      add({"encoder.layer.#.intermediate"}, P + "Intermediate");
-      add({"encoder.layer.#.output"}, P + "Output");
-      add({"pooler"}, P + "Pooler");
-      add({"encoder.layer.#.attention.self.query", "encoder.layer.#.attention.self.key", "encoder.layer.#.attention.self.value",
-           "encoder.layer.#.attention.output.dense", "encoder.layer.#.intermediate.dense", "encoder.layer.#.output.dense", "pooler.dense"},
-          linear);
-      break;
+    case Family::kDecoder: decoder_patterns(x, P, c.model_type, v4, scaled_embedding); break;
+    case Family::kGpt2: gpt2_patterns(x); break;
+    case Family::kGptNeox: gpt_neox_patterns(x); break;
+    case Family::kFalcon: falcon_patterns(x); break;
+    case Family::kBert: bert_patterns(x, P, v4); break;
   }
   return m;
 }

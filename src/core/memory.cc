@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "core/checkpoint.h"
@@ -50,10 +51,6 @@ std::string last_segment(const std::string& path) {
 std::string parent_of(const std::string& path) {
   const size_t dot = path.rfind('.');
   return dot == std::string::npos ? "" : path.substr(0, dot);
-}
-
-bool is_block_list(const std::string& seg) {
-  return seg == "layers" || seg == "h" || seg == "layer" || seg == "blocks" || seg == "block";
 }
 
 // Model types whose transformers class lists its *Embeddings module in _no_split_modules (BertEmbeddings, ...).
@@ -111,6 +108,12 @@ struct Node {
 
 }  // namespace
 
+std::vector<std::string> memory_dtypes() {
+  std::vector<std::string> out;
+  for (const DtypeRule& r : kDtypes) out.emplace_back(r.name);
+  return out;
+}
+
 TrainingUsage estimate_training_usage(uint64_t bytes, const std::string& precision) {
   TrainingUsage u;
   const auto fp32 = static_cast<int64_t>(bytes);
@@ -137,7 +140,6 @@ namespace {
 struct Measured {
   uint64_t total = 0, total32 = 0, largest = 0, largest32 = 0;
   std::vector<std::string> largest_layers, largest_layers32;
-  std::map<std::string, uint64_t> float_bytes;  // by dtype
   std::vector<std::string> no_split;
 };
 
@@ -172,7 +174,6 @@ Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<Extra
     if (!prefix.empty() && !under(t.name)) continue;
     const std::string name = t.name.substr(prefix.size());
     place(name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
-    if (is_floating(t.dtype)) m.float_bytes[std::string(t.dtype->name)] += t.bytes;
     if (t.kind == TensorKind::Buffer && name.find('.') == std::string::npos) root_buffers.insert(name);
   }
   for (const ExtraBuffer& b : extra)
@@ -243,12 +244,111 @@ Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<Extra
   return m;
 }
 
+// accelerate's command: the base model alone, where the file holds more (a head); nullopt where they are one.
+std::optional<CommandEstimate> command_estimate(const Checkpoint& ck, const Summary& s, const std::vector<ExtraBuffer>& extra,
+                                                const std::vector<std::string>& dtypes) {
+  if (!ck.hf || !ck.hf->error.empty()) return std::nullopt;
+  const auto base = hf_base_model(*ck.hf);
+  if (!base) return std::nullopt;
+  const std::string prefix = base->attribute + ".";
+  std::set<std::string> outside;
+  bool inside = false;
+  for (const Tensor& t : ck.tensors) {
+    if (t.name.compare(0, prefix.size(), prefix) == 0) inside = true;
+    else outside.insert(t.name.substr(0, t.name.find('.')));
+  }
+  if (!inside || outside.empty()) return std::nullopt;
+  const Measured b = measure(ck, s, extra, prefix);
+  CommandEstimate c;
+  c.model_class = base->model_class;
+  c.left_out.assign(outside.begin(), outside.end());
+  c.float32_total = b.total32;
+  c.largest = b.largest32;
+  c.largest_layers = b.largest_layers32;
+  for (const std::string& d : dtypes) {
+    const DtypeRule& rule = *dtype_rule(d);
+    MemoryRow r;
+    r.dtype = d;
+    r.total = static_cast<double>(b.total32) / rule.divisor;
+    r.largest = static_cast<double>(b.largest32) / rule.divisor;
+    r.training = estimate_training_usage(b.total32, d);
+    c.rows.push_back(r);
+  }
+  return c;
+}
+
+// The KV cache of B sequences of L tokens of a decoder language model with a config.json; nullopt and
+// `none` saying why for anything else.
+std::optional<KvCache> kv_cache(const Checkpoint& ck, const HfWeights& w, const MemoryOptions& o, const std::string& own_dtype,
+                                std::string* none) {
+  if (!ck.hf) {
+    *none = "no config.json beside the weights";
+  } else if (!ck.hf->error.empty()) {
+    *none = "config.json could not be read";
+  } else if (!ck.hf->is_causal_lm()) {
+    *none = "not a decoder language model (architectures: no *ForCausalLM / *LMHeadModel)";
+  } else {
+    const HfConfig& c = *ck.hf;
+    const auto seq = o.seq_len ? o.seq_len : c.max_position_embeddings;
+    if (!c.num_hidden_layers || !c.kv_heads() || !c.head_size()) {
+      *none = "config.json lacks num_hidden_layers, the attention heads or the head size";
+    } else if (!seq) {
+      *none = "no --seq-len and no max_position_embeddings in config.json";
+    } else {
+      KvCache kv;
+      kv.batch = o.batch;
+      kv.seq_len = *seq;
+      // The first floating --dtype (weights in int8 / int4 still keep their keys and values in a floating
+      // dtype), else the file's own.
+      kv.dtype = own_dtype.empty() ? "float32" : own_dtype;
+      for (const std::string& d : o.dtypes)
+        if (dtype_rule(d) && dtype_rule(d)->itemsize >= 2) {
+          kv.dtype = d;
+          break;
+        }
+      kv.layers = *c.num_hidden_layers;
+      kv.kv_heads = *c.kv_heads();
+      kv.head_dim = *c.head_size();
+      // The weights' key projection decides where it disagrees (check's hf-config rule reports it).
+      if (!w.k_proj.empty() && w.k_rows > 0 && w.k_rows != kv.kv_heads * kv.head_dim) {
+        kv.config_kv_heads = kv.kv_heads;
+        if (w.k_rows % kv.head_dim == 0) {
+          kv.kv_heads = w.k_rows / kv.head_dim;
+        } else {
+          kv.kv_heads = 1;
+          kv.head_dim = w.k_rows;
+        }
+      }
+      kv.window = c.sliding_window.value_or(0);
+      if (kv.window > 0) kv.sliding_layers = std::min(kv.layers, c.sliding_layers());
+      const unsigned __int128 item = dtype_by_name(kv.dtype)->itemsize;
+      const unsigned __int128 per_token = 2 * static_cast<unsigned __int128>(kv.batch) *
+                                          static_cast<unsigned __int128>(kv.kv_heads) *
+                                          static_cast<unsigned __int128>(kv.head_dim) * item;
+      const int64_t kept = kv.window > 0 ? std::min<int64_t>(kv.seq_len, kv.window - 1) : kv.seq_len;
+      const unsigned __int128 bytes =
+          per_token * (static_cast<unsigned __int128>(kv.layers - kv.sliding_layers) * static_cast<uint64_t>(kv.seq_len) +
+                       static_cast<unsigned __int128>(kv.sliding_layers) * static_cast<uint64_t>(kept));
+      const long double approx = 2.0L * kv.batch * kv.kv_heads * kv.head_dim * static_cast<long double>(item) *
+                                 (static_cast<long double>(kv.layers - kv.sliding_layers) * kv.seq_len +
+                                  static_cast<long double>(kv.sliding_layers) * kept);
+      if (approx > 1.8e19L || bytes > UINT64_MAX) {  // the exact product would wrap even 128 bits
+        *none = "more than 2^64 bytes for these sizes";
+        return std::nullopt;
+      }
+      kv.bytes = static_cast<uint64_t>(bytes);
+      return kv;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o) {
   for (const std::string& d : o.dtypes)
     if (!dtype_rule(d))
-      throw UsageError(fmt::format("--dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
+      throw std::invalid_argument(fmt::format("dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
   MemoryReport m;
   // The weights' facts (embedding, numbered layers, attention projections) for the buffers and the KV cache.
   const HfWeights w = ck.hf && ck.hf->error.empty() ? hf_weights(ck) : HfWeights{};
@@ -258,9 +358,10 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     m.extra_buffers = extra_buffers(*ck.hf, w, names);
   }
   const Measured all = measure(ck, s, m.extra_buffers, "");
-  uint64_t most = 0;
-  for (const auto& [d, b] : all.float_bytes)
-    if (b > most) most = b, m.own_dtype = d;
+  m.own_dtype = most_bytes_float_dtype(ck.tensors, [&](size_t k) {
+    const Tensor& t = ck.tensors[k];
+    return (s.same_tensor.size() <= k || s.same_tensor[k] == k) && !(t.state == TensorState::Uninitialized && !t.resolved);
+  });
   m.total = all.total;
   m.float32_total = all.total32;
   m.largest = all.largest;
@@ -294,97 +395,10 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
     m.rows.push_back(r);
   }
 
-  // accelerate's command: the base model alone, where the file holds more (a head).
-  if (ck.hf && ck.hf->error.empty())
-    if (const auto base = hf_base_model(*ck.hf)) {
-      const std::string prefix = base->attribute + ".";
-      std::set<std::string> outside;
-      bool inside = false;
-      for (const Tensor& t : ck.tensors) {
-        if (t.name.compare(0, prefix.size(), prefix) == 0) inside = true;
-        else outside.insert(t.name.substr(0, t.name.find('.')));
-      }
-      if (inside && !outside.empty()) {
-        const Measured b = measure(ck, s, m.extra_buffers, prefix);
-        CommandEstimate c;
-        c.model_class = base->model_class;
-        c.left_out.assign(outside.begin(), outside.end());
-        c.float32_total = b.total32;
-        c.largest = b.largest32;
-        c.largest_layers = b.largest_layers32;
-        for (const std::string& d : dtypes) {
-          const DtypeRule& rule = *dtype_rule(d);
-          MemoryRow r;
-          r.dtype = d;
-          r.total = static_cast<double>(b.total32) / rule.divisor;
-          r.largest = static_cast<double>(b.largest32) / rule.divisor;
-          r.training = estimate_training_usage(b.total32, d);
-          c.rows.push_back(r);
-        }
-        m.command = std::move(c);
-      }
-    }
+  m.command = command_estimate(ck, s, m.extra_buffers, dtypes);
 
   // The KV cache of a decoder.
-  if (!ck.hf) {
-    m.kv_cache_none = "no config.json beside the weights";
-  } else if (!ck.hf->error.empty()) {
-    m.kv_cache_none = "config.json could not be read";
-  } else if (!ck.hf->is_causal_lm()) {
-    m.kv_cache_none = "not a decoder language model (architectures: no *ForCausalLM / *LMHeadModel)";
-  } else {
-    const HfConfig& c = *ck.hf;
-    const auto seq = o.seq_len ? o.seq_len : c.max_position_embeddings;
-    if (!c.num_hidden_layers || !c.kv_heads() || !c.head_size()) {
-      m.kv_cache_none = "config.json lacks num_hidden_layers, the attention heads or the head size";
-    } else if (!seq) {
-      m.kv_cache_none = "no --seq-len and no max_position_embeddings in config.json";
-    } else {
-      KvCache kv;
-      kv.batch = o.batch;
-      kv.seq_len = *seq;
-      // The first floating --dtype (weights in int8 / int4 still keep their keys and values in a floating
-      // dtype), else the file's own.
-      kv.dtype = m.own_dtype.empty() ? "float32" : m.own_dtype;
-      for (const std::string& d : o.dtypes)
-        if (dtype_rule(d) && dtype_rule(d)->itemsize >= 2) {
-          kv.dtype = d;
-          break;
-        }
-      kv.layers = *c.num_hidden_layers;
-      kv.kv_heads = *c.kv_heads();
-      kv.head_dim = *c.head_size();
-      // The weights' key projection decides where it disagrees (check's hf-config rule reports it).
-      if (!w.k_proj.empty() && w.k_rows > 0 && w.k_rows != kv.kv_heads * kv.head_dim) {
-        kv.config_kv_heads = kv.kv_heads;
-        if (w.k_rows % kv.head_dim == 0) {
-          kv.kv_heads = w.k_rows / kv.head_dim;
-        } else {
-          kv.kv_heads = 1;
-          kv.head_dim = w.k_rows;
-        }
-      }
-      kv.window = c.sliding_window.value_or(0);
-      if (kv.window > 0) kv.sliding_layers = std::min(kv.layers, c.sliding_layers());
-      const unsigned __int128 item = dtype_by_name(kv.dtype)->itemsize;
-      const unsigned __int128 per_token = 2 * static_cast<unsigned __int128>(kv.batch) *
-                                          static_cast<unsigned __int128>(kv.kv_heads) *
-                                          static_cast<unsigned __int128>(kv.head_dim) * item;
-      const int64_t kept = kv.window > 0 ? std::min<int64_t>(kv.seq_len, kv.window - 1) : kv.seq_len;
-      const unsigned __int128 bytes =
-          per_token * (static_cast<unsigned __int128>(kv.layers - kv.sliding_layers) * static_cast<uint64_t>(kv.seq_len) +
-                       static_cast<unsigned __int128>(kv.sliding_layers) * static_cast<uint64_t>(kept));
-      const long double approx = 2.0L * kv.batch * kv.kv_heads * kv.head_dim * static_cast<long double>(item) *
-                                 (static_cast<long double>(kv.layers - kv.sliding_layers) * kv.seq_len +
-                                  static_cast<long double>(kv.sliding_layers) * kept);
-      if (approx > 1.8e19L || bytes > UINT64_MAX) {  // the exact product would wrap even 128 bits
-        m.kv_cache_none = "more than 2^64 bytes for these sizes";
-        return m;
-      }
-      kv.bytes = static_cast<uint64_t>(bytes);
-      m.kv_cache = kv;
-    }
-  }
+  m.kv_cache = kv_cache(ck, w, o, m.own_dtype, &m.kv_cache_none);
   return m;
 }
 

@@ -36,6 +36,8 @@ struct TrainingUsage {
   int64_t model = -1, gradients = -1, optimizer = -1, step = -1;
 };
 TrainingUsage estimate_training_usage(uint64_t bytes, const std::string& precision);
+// The dtypes accelerate's estimate takes, in its order: float32, float16, bfloat16, int8, int4.
+std::vector<std::string> memory_dtypes();
 
 struct MemoryRow {
   std::string dtype;
@@ -86,8 +88,8 @@ struct MemoryReport {
   std::optional<CommandEstimate> command;  // a head model of a supported type (hf_types.h)
 };
 
-// Throws UsageError for a dtype accelerate's estimate does not take; batch and seq_len are validated by
-// the command line (validate_summary: 1 to 2^40).
+// Throws std::invalid_argument for a dtype accelerate's estimate does not take (the command line offers
+// only those: summary's --dtype); batch and seq_len are validated there too (validate_summary: 1 to 2^40).
 MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o);
 
 nlohmann::ordered_json memory_json(const MemoryReport& m);

@@ -108,11 +108,6 @@ std::string check_json_text(const CheckReport& r) {
   return json_text(j) + "\n";
 }
 
-void write_check_json(const CheckReport& r, std::FILE* f) {
-  const std::string out = check_json_text(r);
-  write_output(f, out);
-}
-
 // ---- diff ----
 
 namespace {

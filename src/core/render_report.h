@@ -39,7 +39,6 @@ std::string render_check_text(const CheckReport& r, bool color);
 std::string check_json_text(const CheckReport& r);
 // A finding's `compile` object in ckpt.check/1 (and SARIF's result properties): breaks_on, fixed_by, entries.
 nlohmann::ordered_json compile_facts_json(const CompileFacts& c);
-void write_check_json(const CheckReport& r, std::FILE* out);
 // The same report as a SARIF 2.1.0 log: one run, the whole rule catalogue, a result per finding.
 // `version` is ckpt's, `information_uri` the project's page ("" leaves it out).
 std::string check_sarif_text(const CheckReport& r, const std::string& version, const std::string& information_uri);

@@ -77,7 +77,6 @@ GlobalVerdict judge_global(const GlobalRef& g) {
   return v;
 }
 
-GlobalClass classify_use(const GlobalRef& g) { return judge_global(g).cls; }
 
 namespace {
 

@@ -37,7 +37,6 @@ struct GlobalVerdict {
   bool named_only = false;
 };
 GlobalVerdict judge_global(const GlobalRef& g);
-GlobalClass classify_use(const GlobalRef& g);
 
 // One pickle's globals in the order named; a malformed pickle's up to where it broke.
 struct ScannedPickle {

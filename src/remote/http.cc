@@ -110,7 +110,9 @@ struct Transfer {
   std::string body;  // 200 body, or the first 4 KiB of an error body
   uint8_t* whole = nullptr;  // a 200 body's destination (Request::whole), whole_cap bytes
   uint64_t whole_cap = 0;
-  std::string refused;  // why the write callback stopped the transfer
+  // Why the write callback stopped the transfer: kNone while it runs on; kBadRange's words in `refused_why`.
+  enum class Refusal { kNone, kChanged, kTooLarge, kFailure, kBadRange } refused = Refusal::kNone;
+  std::string refused_why;
   std::exception_ptr failure;  // Request::whole threw (no exception crosses libcurl): rethrown by get()
   bool checked = false;  // the status / range of the final response was checked at its first body byte
   bool body_cut = false;  // an error body longer than kErrorBody: the transfer was stopped, the status stands
@@ -182,15 +184,16 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
     parse_content_range(*t);
     if (t->status == 206 && r.ranged) {
       if (!range_as_asked(*t, r)) {
-        t->refused = fmt::format("asked for {}, the server sent '{}'", asked(r), t->content_range);
+        t->refused = Transfer::Refusal::kBadRange;
+        t->refused_why = fmt::format("asked for {}, the server sent '{}'", asked(r), t->content_range);
         return 0;
       }
     } else if (t->status == 200 && r.ranged && !r.if_range.empty()) {
-      t->refused = "changed";  // If-Range no longer matched: the whole new file follows
+      t->refused = Transfer::Refusal::kChanged;  // If-Range no longer matched: the whole new file follows
       return 0;
     } else if (t->status == 200) {
       if (t->content_length != UINT64_MAX && t->content_length > r.max_body) {
-        t->refused = "too large";
+        t->refused = Transfer::Refusal::kTooLarge;
         return 0;
       }
       if (r.whole) {
@@ -199,7 +202,7 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
           t->whole = r.whole(t->whole_cap);
         } catch (...) {
           t->failure = std::current_exception();
-          t->refused = "failure";
+          t->refused = Transfer::Refusal::kFailure;
           return 0;
         }
       }
@@ -208,13 +211,14 @@ size_t on_body(char* p, size_t size, size_t n, void* user) {
   if (t->status == 206 && r.ranged) {
     const uint64_t want = t->range_last - t->range_first + 1;  // range_first is r.first (range_as_asked)
     if (t->written + len > want) {
-      t->refused = fmt::format("the server sent more than the {} bytes of range {}-{}", want, t->range_first, t->range_last);
+      t->refused = Transfer::Refusal::kBadRange;
+      t->refused_why = fmt::format("the server sent more than the {} bytes of range {}-{}", want, t->range_first, t->range_last);
       return 0;
     }
     std::memcpy(r.dst + t->written, p, len);
   } else if (t->status >= 200 && t->status < 300) {
     if (t->written + len > (t->whole ? t->whole_cap : r.max_body)) {
-      t->refused = "too large";
+      t->refused = Transfer::Refusal::kTooLarge;
       return 0;
     }
     if (t->whole) std::memcpy(t->whole + t->written, p, len);
@@ -393,7 +397,7 @@ Exchange perform(const Request& r, const std::string& url, const Auth* auth, Clo
 
 // The transfer ended as the callbacks wanted: completed, or stopped by them with a reason.
 bool completed(const Exchange& x) {
-  return x.rc == CURLE_OK || (x.rc == CURLE_WRITE_ERROR && (!x.t.refused.empty() || x.t.body_cut));
+  return x.rc == CURLE_OK || (x.rc == CURLE_WRITE_ERROR && (x.t.refused != Transfer::Refusal::kNone || x.t.body_cut));
 }
 
 // Follows the redirects of one try from `r.url`. Credentials go to the first origin only: at the first
@@ -404,7 +408,7 @@ Exchange follow(const Request& r, Clock::time_point deadline, std::string* url) 
   for (int hop = 0;; ++hop) {
     Exchange x = perform(r, *url, auth, deadline);
     if (r.stats) r.stats->requests += 1;
-    if (!completed(x) || x.location.empty() || !x.t.refused.empty()) return x;
+    if (!completed(x) || x.location.empty() || x.t.refused != Transfer::Refusal::kNone) return x;
     if (hop == kMaxRedirects) throw InputError(r.display, fmt::format("too many redirects (more than {})", kMaxRedirects));
     const std::string scheme = lower(x.location.substr(0, x.location.find("://")));
     if (scheme != "http" && scheme != "https")
@@ -431,10 +435,10 @@ Exchange follow(const Request& r, Clock::time_point deadline, std::string* url) 
 }
 
 [[noreturn]] void throw_refused(const Request& r, const Transfer& t) {
-  if (t.refused == "changed")
+  if (t.refused == Transfer::Refusal::kChanged)
     throw InputError(r.display, fmt::format("changed on the server while being read (ETag was {}, now {}): read it again", r.if_range,
                                             t.etag.empty() ? "none" : t.etag));
-  if (t.refused == "too large") {
+  if (t.refused == Transfer::Refusal::kTooLarge) {
     if (r.ranged)
       throw InputError(r.display, fmt::format("the server ignores Range requests and sends the whole file ({}); "
                                               "allow a whole download of that size with --limit download-bytes=N",
@@ -442,7 +446,7 @@ Exchange follow(const Request& r, Clock::time_point deadline, std::string* url) 
                                                                              : fmt::format("{} bytes", t.content_length)));
     throw InputError(r.display, fmt::format("the response is larger than {} bytes", r.max_body));
   }
-  throw InputError(r.display, t.refused);
+  throw InputError(r.display, t.refused_why);
 }
 
 Response response_of(const Request& r, Transfer& t, const std::string& url) {
@@ -490,7 +494,7 @@ Response get(const Request& r) {
       throw_curl(r, x, attempt);
     }
     if (t.failure) std::rethrow_exception(t.failure);
-    if (!t.refused.empty()) throw_refused(r, t);
+    if (t.refused != Transfer::Refusal::kNone) throw_refused(r, t);
     const long status = t.status;
     if (status == 206 || (status >= 200 && status < 300) || (status == 416 && r.accept_416)) {
       if (!t.checked) parse_content_range(t);  // an empty body never reached the write callback

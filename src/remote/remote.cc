@@ -226,64 +226,12 @@ std::vector<std::pair<size_t, size_t>> elements(const std::string& xml, const st
 
 class RemoteFs : public vfs::Remote {
  public:
-  bool handles(std::string_view path) const override {
-    return path.rfind("https://", 0) == 0 || path.rfind("http://", 0) == 0 || path.rfind("hf://", 0) == 0 ||
-           path.rfind("s3://", 0) == 0;
-  }
+  bool handles(std::string_view path) const override { return backend(path) != nullptr; }
 
-  vfs::Kind kind(const std::string& path) override {
-    if (path.rfind("hf://", 0) == 0) {
-      const HfPath p = parse_hf(path);
-      const RepoTree& t = tree(p, path);
-      if (t.files.count(p.path)) return vfs::Kind::File;
-      return t.dirs.count(p.path) ? vfs::Kind::Dir : vfs::Kind::Missing;
-    }
-    if (path.rfind("s3://", 0) == 0) {
-      const S3Path p = parse_s3(path);
-      if (p.key.empty() || p.key.back() == '/') {
-        // A folder is listed to be known (an empty or missing prefix is no folder); its objects are
-        // then known files, found beside one another as on disk.
-        try {
-          const S3List& l = s3_list(p, path);
-          return l.files.empty() && l.dirs.empty() ? vfs::Kind::Missing : vfs::Kind::Dir;
-        } catch (const InputError&) {
-          return vfs::Kind::Missing;
-        }
-      }
-      // A key of a folder already listed is answered from the listing; any other key is read, not looked
-      // for (one request for one object, and no s3:ListBucket needed).
-      const size_t slash = p.key.rfind('/');
-      const std::string parent = p.bucket + "/" + (slash == std::string::npos ? "" : p.key.substr(0, slash + 1));
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = s3_lists_.find(parent);
-      if (it == s3_lists_.end()) return vfs::Kind::Unknown;
-      if (it->second.files.count(p.key)) return vfs::Kind::File;
-      return it->second.dirs.count(p.key + "/") ? vfs::Kind::Dir : vfs::Kind::Missing;
-    }
-    return vfs::Kind::Unknown;
-  }
+  vfs::Kind kind(const std::string& path) override { return (this->*backend(path)->kind)(path); }
 
   std::vector<vfs::Entry> list(const std::string& dir) override {
-    std::vector<vfs::Entry> out;
-    if (dir.rfind("hf://", 0) == 0) {
-      const HfPath p = parse_hf(dir);
-      const RepoTree& t = tree(p, dir);
-      if (!t.dirs.count(p.path)) throw InputError(dir, fmt::format("no folder '{}' in {} at revision {}", p.path, p.repo, p.revision));
-      const std::string prefix = p.path.empty() ? "" : p.path + "/";
-      for (const auto& [f, size] : t.files)
-        if (f.rfind(prefix, 0) == 0 && f.find('/', prefix.size()) == std::string::npos) out.push_back({f.substr(prefix.size()), false, size});
-      for (const std::string& d : t.dirs)
-        if (!d.empty() && d.size() > prefix.size() && d.rfind(prefix, 0) == 0 && d.find('/', prefix.size()) == std::string::npos)
-          out.push_back({d.substr(prefix.size()), true, 0});
-    } else if (dir.rfind("s3://", 0) == 0) {
-      S3Path p = parse_s3(dir);
-      if (!p.key.empty() && p.key.back() != '/') p.key += '/';
-      const S3List& l = s3_list(p, dir);
-      for (const auto& [k, size] : l.files) out.push_back({k.substr(p.key.size()), false, size});
-      for (const std::string& d : l.dirs) out.push_back({d.substr(p.key.size(), d.size() - p.key.size() - 1), true, 0});
-    } else {
-      throw InputError(dir, "an http(s) URL names one file and cannot be listed (hf:// and s3:// folders can)");
-    }
+    std::vector<vfs::Entry> out = (this->*backend(dir)->list)(dir);
     std::sort(out.begin(), out.end(), [](const vfs::Entry& a, const vfs::Entry& b) { return a.name < b.name; });
     return out;
   }
@@ -298,51 +246,137 @@ class RemoteFs : public vfs::Remote {
       if (auto it = open_.find(path); it != open_.end())
         if (auto f = it->second.lock()) return f;
     }
-    auto f = once("file|" + path, [&] { return open_new(path); });
+    auto f = once("file|" + path, [&] {
+      FileSpec spec;
+      spec.display = display_url(path);
+      (this->*backend(path)->file)(path, spec);
+      return MappedFile::from_source(RemoteFile::open(std::move(spec)), display_url(path));
+    });
     std::lock_guard<std::mutex> lock(mu_);
     open_[path] = f;
     return f;
   }
 
  private:
+  // The three remote schemes, each by what its paths start with: how a path is a file or a folder, a
+  // folder's entries, and what a file's requests are (its URL, credentials and, where a listing said it,
+  // its size).
+  struct Backend {
+    std::string_view prefix;
+    vfs::Kind (RemoteFs::*kind)(const std::string& path);
+    std::vector<vfs::Entry> (RemoteFs::*list)(const std::string& dir);
+    void (RemoteFs::*file)(const std::string& path, FileSpec& spec);
+  };
+  static const Backend* backend(std::string_view path) {
+    static constexpr Backend kBackends[] = {
+        {"hf://", &RemoteFs::hf_kind, &RemoteFs::hf_list, &RemoteFs::hf_file},
+        {"s3://", &RemoteFs::s3_kind, &RemoteFs::s3_list_dir, &RemoteFs::s3_file},
+        {"https://", &RemoteFs::url_kind, &RemoteFs::url_list, &RemoteFs::url_file},
+        {"http://", &RemoteFs::url_kind, &RemoteFs::url_list, &RemoteFs::url_file},
+    };
+    for (const Backend& b : kBackends)
+      if (path.substr(0, b.prefix.size()) == b.prefix) return &b;
+    return nullptr;
+  }
+
+  // --- hf:// ---
+  vfs::Kind hf_kind(const std::string& path) {
+    const HfPath p = parse_hf(path);
+    const RepoTree& t = tree(p, path);
+    if (t.files.count(p.path)) return vfs::Kind::File;
+    return t.dirs.count(p.path) ? vfs::Kind::Dir : vfs::Kind::Missing;
+  }
+
+  std::vector<vfs::Entry> hf_list(const std::string& dir) {
+    std::vector<vfs::Entry> out;
+    const HfPath p = parse_hf(dir);
+    const RepoTree& t = tree(p, dir);
+    if (!t.dirs.count(p.path)) throw InputError(dir, fmt::format("no folder '{}' in {} at revision {}", p.path, p.repo, p.revision));
+    const std::string prefix = p.path.empty() ? "" : p.path + "/";
+    for (const auto& [f, size] : t.files)
+      if (f.rfind(prefix, 0) == 0 && f.find('/', prefix.size()) == std::string::npos) out.push_back({f.substr(prefix.size()), false, size});
+    for (const std::string& d : t.dirs)
+      if (!d.empty() && d.size() > prefix.size() && d.rfind(prefix, 0) == 0 && d.find('/', prefix.size()) == std::string::npos)
+        out.push_back({d.substr(prefix.size()), true, 0});
+    return out;
+  }
+
+  void hf_file(const std::string& path, FileSpec& spec) {
+    const HfPath p = parse_hf(path);
+    const RepoTree& t = tree(p, path);
+    auto it = t.files.find(p.path);
+    if (it == t.files.end()) {
+      if (t.dirs.count(p.path)) throw InputError(path, "is a folder of the repo, not a file");
+      throw InputError(path, fmt::format("no file '{}' in {} at revision {}", p.path, p.repo, p.revision));
+    }
+    spec.size = it->second;
+    spec.url = fmt::format("{}/{}{}/resolve/{}/{}", hf_endpoint(), p.kind == "models" ? "" : p.kind + "/", p.repo,
+                           url_encode(p.revision, false), url_encode(p.path, true));
+    spec.auth = hf_auth(p);
+  }
+
+  // --- s3:// ---
+  vfs::Kind s3_kind(const std::string& path) {
+    const S3Path p = parse_s3(path);
+    if (p.key.empty() || p.key.back() == '/') {
+      // A folder is listed to be known (an empty or missing prefix is no folder); its objects are
+      // then known files, found beside one another as on disk.
+      try {
+        const S3List& l = s3_list(p, path);
+        return l.files.empty() && l.dirs.empty() ? vfs::Kind::Missing : vfs::Kind::Dir;
+      } catch (const InputError&) {
+        return vfs::Kind::Missing;
+      }
+    }
+    // A key of a folder already listed is answered from the listing; any other key is read, not looked
+    // for (one request for one object, and no s3:ListBucket needed).
+    const size_t slash = p.key.rfind('/');
+    const std::string parent = p.bucket + "/" + (slash == std::string::npos ? "" : p.key.substr(0, slash + 1));
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = s3_lists_.find(parent);
+    if (it == s3_lists_.end()) return vfs::Kind::Unknown;
+    if (it->second.files.count(p.key)) return vfs::Kind::File;
+    return it->second.dirs.count(p.key + "/") ? vfs::Kind::Dir : vfs::Kind::Missing;
+  }
+
+  std::vector<vfs::Entry> s3_list_dir(const std::string& dir) {
+    std::vector<vfs::Entry> out;
+    S3Path p = parse_s3(dir);
+    if (!p.key.empty() && p.key.back() != '/') p.key += '/';
+    const S3List& l = s3_list(p, dir);
+    for (const auto& [k, size] : l.files) out.push_back({k.substr(p.key.size()), false, size});
+    for (const std::string& d : l.dirs) out.push_back({d.substr(p.key.size(), d.size() - p.key.size() - 1), true, 0});
+    return out;
+  }
+
+  void s3_file(const std::string& path, FileSpec& spec) {
+    const S3Path p = parse_s3(path);
+    if (p.key.empty() || p.key.back() == '/') {
+      s3_list(p, path);  // a listing that failed says why (its failure, kept, is not requested again)
+      throw InputError(path, "is a prefix (a folder), not an object");
+    }
+    const S3Config& c = s3();
+    spec.url = s3_url(c, p.bucket, url_encode(p.key, true));
+    spec.auth = c.auth;
+    const size_t slash = p.key.rfind('/');
+    const std::string prefix = slash == std::string::npos ? "" : p.key.substr(0, slash + 1);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = s3_lists_.find(p.bucket + "/" + prefix); it != s3_lists_.end())
+      if (auto f = it->second.files.find(p.key); f != it->second.files.end()) spec.size = f->second;
+  }
+
+  // --- http(s):// ---
+  vfs::Kind url_kind(const std::string&) { return vfs::Kind::Unknown; }
+
+  std::vector<vfs::Entry> url_list(const std::string& dir) {
+    throw InputError(dir, "an http(s) URL names one file and cannot be listed (hf:// and s3:// folders can)");
+  }
+
+  void url_file(const std::string& path, FileSpec& spec) { spec.url = path; }
+
   void remember_failure(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
     failed_.emplace(path, std::current_exception());
-  }
-
-  std::shared_ptr<MappedFile> open_new(const std::string& path) {
-    FileSpec spec;
-    spec.display = display_url(path);
-    if (path.rfind("hf://", 0) == 0) {
-      const HfPath p = parse_hf(path);
-      const RepoTree& t = tree(p, path);
-      auto it = t.files.find(p.path);
-      if (it == t.files.end()) {
-        if (t.dirs.count(p.path)) throw InputError(path, "is a folder of the repo, not a file");
-        throw InputError(path, fmt::format("no file '{}' in {} at revision {}", p.path, p.repo, p.revision));
-      }
-      spec.size = it->second;
-      spec.url = fmt::format("{}/{}{}/resolve/{}/{}", hf_endpoint(), p.kind == "models" ? "" : p.kind + "/", p.repo,
-                             url_encode(p.revision, false), url_encode(p.path, true));
-      spec.auth = hf_auth(p);
-    } else if (path.rfind("s3://", 0) == 0) {
-      const S3Path p = parse_s3(path);
-      if (p.key.empty() || p.key.back() == '/') {
-        s3_list(p, path);  // a listing that failed says why (its failure, kept, is not requested again)
-        throw InputError(path, "is a prefix (a folder), not an object");
-      }
-      const S3Config& c = s3();
-      spec.url = s3_url(c, p.bucket, url_encode(p.key, true));
-      spec.auth = c.auth;
-      const size_t slash = p.key.rfind('/');
-      const std::string prefix = slash == std::string::npos ? "" : p.key.substr(0, slash + 1);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (auto it = s3_lists_.find(p.bucket + "/" + prefix); it != s3_lists_.end())
-        if (auto f = it->second.files.find(p.key); f != it->second.files.end()) spec.size = f->second;
-    } else {
-      spec.url = path;
-    }
-    return MappedFile::from_source(RemoteFile::open(std::move(spec)), display_url(path));
   }
 
   // One Auth per repo, the token read once (HF_TOKEN or its file), not once per file opened.

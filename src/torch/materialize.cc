@@ -22,8 +22,7 @@ namespace ckpt::torchb {
 
 std::string libtorch_version() { return TORCH_VERSION; }
 
-c10::Device parse_device(const std::string& spec) {
-  const DeviceSpec ds = parse_device_spec(spec);
+c10::Device parse_device(const DeviceSpec& ds, const std::string& spec) {
   c10::Device d(ds.kind == DeviceSpec::Kind::Meta ? c10::kMeta : ds.kind == DeviceSpec::Kind::Cuda ? c10::kCUDA : c10::kCPU);
   // As c10::Device("cuda:N") stores it: narrowed to DeviceIndex, and unchecked (the constructor taking an
   // index asserts in debug builds of ckpt; the string one, compiled into LibTorch, never did).

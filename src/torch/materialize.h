@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "core/device.h"
 #include "core/load.h"
 #include "core/values.h"
 #include "torch/tensor_sink.h"
@@ -28,9 +29,9 @@ namespace ckpt::torchb {
 // "1.13.0" (the headers ckpt-torch was built against) and whether that LibTorch has CUDA.
 std::string libtorch_version();
 
-// Parses meta | cpu | cuda | cuda:N (core/device.h). Throws EnvironmentError when CUDA is asked for and
-// this LibTorch or this machine has none, UsageError for anything else.
-c10::Device parse_device(const std::string& spec);
+// The c10::Device of a parsed --device (core/device.h; `spec` its text, for errors). Throws
+// EnvironmentError when CUDA is asked for and this LibTorch or this machine has none.
+c10::Device parse_device(const DeviceSpec& ds, const std::string& spec);
 
 // at::ScalarType for a ckpt dtype; nullopt when the linked LibTorch does not know it.
 std::optional<at::ScalarType> scalar_type(const DType& d);
