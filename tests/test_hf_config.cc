@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/hf_config.h"
+#include "core/hf_weights.h"
 #include "core/reader.h"
 #include "fixtures.h"
 

@@ -47,7 +47,7 @@ TEST_CASE("memory: a folder's estimate and accelerate's command's AutoModel") {
   const nlohmann::json t = hf523_truth()["phi3_partial_fp16"];
   const Checkpoint ck = read_checkpoint((test::testdata() / "hf523" / "phi3_partial_fp16").string());
   const Summary s = summarize(ck);
-  const MemoryReport m = estimate_memory(ck, s, MemoryOptions{});
+  const MemoryReport m = estimate_memory(ck, s.same_tensor, MemoryOptions{});
   CHECK(m.own_dtype == "float16");
   CHECK(m.float32_total == t["accelerate_float32_total_size"].get<uint64_t>());
   CHECK(m.extra_buffers.size() == 2);  // rotary inv_freq and original_inv_freq (transformers 5.x)
@@ -58,5 +58,5 @@ TEST_CASE("memory: a folder's estimate and accelerate's command's AutoModel") {
   CHECK(m.command->largest == cmd["largest_layer"][0].get<uint64_t>());
   CHECK(m.command->largest_layers == cmd["largest_layer"][1].get<std::vector<std::string>>());
   CHECK(m.command->left_out == std::vector<std::string>{"lm_head"});
-  CHECK_THROWS_AS(estimate_memory(ck, s, MemoryOptions{{"float64"}, 1, std::nullopt}), std::invalid_argument);
+  CHECK_THROWS_AS(estimate_memory(ck, s.same_tensor, MemoryOptions{{"float64"}, 1, std::nullopt}), std::invalid_argument);
 }

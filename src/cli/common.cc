@@ -36,10 +36,15 @@ Limits LimitOptions::resolve() const {
     const std::string err = set_limit(lim, kv.substr(0, eq), kv.substr(eq + 1));
     if (!err.empty()) throw UsageError("--limit: " + err);
   }
-#ifdef CKPT_REMOTE
-  remote::install(lim);  // URLs read with these time-outs and retries
-#endif
   return lim;
+}
+
+void install_remote(const LimitOptions& o) {
+#ifdef CKPT_REMOTE
+  remote::install(o.resolve());  // URLs read with these time-outs and retries
+#else
+  (void)o.resolve();
+#endif
 }
 
 void add_limit_option(CLI::App* sub, LimitOptions& o) {

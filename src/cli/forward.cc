@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/keys.h"
-#include "core/load.h"
+#include "core/load_report.h"
 #include "core/model.h"
 #include "core/reader.h"
 #include "torch/forward.h"

@@ -61,10 +61,6 @@ bool has_checkpoint_extension(const std::string& rel) {
   return false;
 }
 
-std::string join_path(const std::string& dir, const std::string& rel) {
-  return !dir.empty() && dir.back() == '/' ? dir + rel : dir + "/" + rel;
-}
-
 // The walk of one directory operand: checkpoint files and checkpoint directories under it, sorted.
 struct Walk {
   const InputOptions& o;
@@ -75,7 +71,7 @@ struct Walk {
 
   // A remote folder (hf://, s3://): its listing, a tree (no links to follow).
   void remote_dir(const std::string& rel) {
-    const std::string path = rel.empty() ? root : join_path(root, rel);
+    const std::string path = rel.empty() ? root : vfs::join(root, rel);
     std::vector<vfs::Entry> entries;
     try {
       entries = vfs::list(path);
@@ -85,7 +81,7 @@ struct Walk {
     }
     for (const vfs::Entry& e : entries) {
       const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
-      const std::string child = join_path(root, child_rel);
+      const std::string child = vfs::join(root, child_rel);
       if (e.dir) {
         if (any_matches(o.exclude, child_rel)) continue;
         if (is_checkpoint_dir(child)) {
@@ -101,7 +97,7 @@ struct Walk {
 
   void dir(const std::string& rel) {
     if (vfs::is_url(root)) return remote_dir(rel);
-    const std::string path = rel.empty() ? root : join_path(root, rel);
+    const std::string path = rel.empty() ? root : vfs::join(root, rel);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
     std::vector<std::string> names;
@@ -115,7 +111,7 @@ struct Walk {
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
       const std::string child_rel = rel.empty() ? name : rel + "/" + name;
-      const std::string child = join_path(root, child_rel);
+      const std::string child = vfs::join(root, child_rel);
       struct stat cs {};
       if (::stat(child.c_str(), &cs) != 0) continue;  // a dangling symlink: nothing to read
       if (S_ISDIR(cs.st_mode)) {
@@ -208,7 +204,7 @@ std::shared_ptr<MappedFile> spool_stdin(const Limits& limits) {
   if (::isatty(STDIN_FILENO)) throw InputError("-", "stdin is a terminal: pipe a checkpoint in (cat model.pt | ckpt check -)");
   const char* env = std::getenv("TMPDIR");
   const std::string dir = env && *env ? env : "/tmp";
-  std::string name = join_path(dir, "ckpt-stdin-XXXXXX");
+  std::string name = vfs::join(dir, "ckpt-stdin-XXXXXX");
   const int fd = ::mkstemp(name.data());
   if (fd < 0) throw EnvironmentError(fmt::format("-: cannot spool stdin to {}: {}", dir, std::strerror(errno)));
   ::unlink(name.c_str());  // gone when the last descriptor and mapping are

@@ -17,7 +17,7 @@
 #include "cli/precheck.h"
 #include "core/device.h"
 #include "core/keys.h"
-#include "core/load.h"
+#include "core/load_report.h"
 #include "core/reader.h"
 #include "core/render_report.h"
 #include "core/summary.h"

@@ -38,6 +38,7 @@ namespace {
 // refusing what it can without LibTorch and without changing which error comes first (load's --device).
 struct Command {
   const char* name;
+  const ckpt::cli::LimitOptions* limits;  // the command's --limit
   // Refuses conflicting flags, and flags that would do nothing, before any file is read (UsageError).
   std::function<void(const CLI::App&)> validate;
   std::function<bool()> needs_torch;  // null: never (ckpt-torch then exits normally, not with _Exit)
@@ -105,6 +106,7 @@ int run_command(const CLI::App& app, std::span<const Command> commands, const Al
     for (const Command& c : commands) {
       if (!app.got_subcommand(c.name)) continue;
       c.validate(*app.get_subcommand(c.name));
+      ckpt::cli::install_remote(*c.limits);
 #ifdef CKPT_WITH_TORCH
       if (c.needs_torch) {
         // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.
@@ -171,16 +173,16 @@ int main(int argc, char** argv) {
   SummaryOptions& summary = o.summary;
   LoadOptions& load = o.load;
   const Command commands[] = {
-    {"summary", [&](const CLI::App& sub) { validate_summary(sub, summary); }, [&] { return summary.wants_forward(); },
+    {"summary", &summary, [&](const CLI::App& sub) { validate_summary(sub, summary); }, [&] { return summary.wants_forward(); },
      [&] { return run_summary(summary); },
      // No --device check here: ckpt-torch reports a file it cannot read, or one without code, first.
      [&]() -> int { exec_torch_backend(argc, argv, "ckpt summary --example-input"); }},
-    {"check", [](const CLI::App&) {}, nullptr, [&] { return run_check(o.check); }, nullptr},
-    {"diff", [&](const CLI::App& sub) { validate_diff(sub, o.diff); }, nullptr, [&] { return run_diff(o.diff); }, nullptr},
+    {"check", &o.check, [](const CLI::App&) {}, nullptr, [&] { return run_check(o.check); }, nullptr},
+    {"diff", &o.diff, [&](const CLI::App& sub) { validate_diff(sub, o.diff); }, nullptr, [&] { return run_diff(o.diff); }, nullptr},
 #ifdef CKPT_WITH_TORCH
-    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, [&] { return run_load(load); },
+    {"load", &load, [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, [&] { return run_load(load); },
 #else
-    {"load", [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
+    {"load", &load, [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
 #endif
      [&] {
        (void)ckpt::cli::parse_device_option(load.device);  // what run_load checks first: refused before any fork

@@ -181,7 +181,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
   Summary s = summarize(ck);
   s.operand = vfs::display(name);
   s.model = model;
-  if (o.memory) s.memory = estimate_memory(ck, s, o.memory_options);
+  if (o.memory) s.memory = estimate_memory(ck, s.same_tensor, o.memory_options);
 #ifdef CKPT_WITH_TORCH
   if (o.wants_forward()) s.forward = run_summary_forward(o, ck, arch, model ? &*model : nullptr);
 #endif

@@ -288,4 +288,21 @@ J metadata_json(const Checkpoint& ck) {
   return md;
 }
 
+const char* format_title(const Checkpoint& ck) {
+  switch (ck.format) {
+    case Format::TorchZip: return "torch.save zip";
+    case Format::TorchLegacy: return "torch.save legacy stream (pre-1.6)";
+    case Format::Lightning:
+      return ck.container == Container::Zip ? "PyTorch Lightning checkpoint (torch.save zip)" : "PyTorch Lightning checkpoint";
+    case Format::TorchScript: return "TorchScript archive";
+    case Format::Pickle: return "pickle";
+    case Format::Safetensors: return "safetensors";
+    case Format::Dcp: return "torch.distributed.checkpoint directory";
+    case Format::Sharded: return "sharded checkpoint (index + shards)";
+    case Format::Pt2: return "torch.export archive (.pt2)";
+    case Format::None: break;
+  }
+  return "unknown";
+}
+
 }  // namespace ckpt

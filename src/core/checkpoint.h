@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dims.h"
+#include "core/severity.h"
 #include "core/dtype.h"
 #include "core/hf_config.h"
 #include "core/mapped_file.h"
@@ -28,7 +29,6 @@ enum class TensorState : uint8_t { Materialized, Uninitialized, Meta };
 // Attribute: a TorchScript tensor that is neither (an attribute outside __parameters__ / __buffers__, or
 // one inside a torch.classes object or a __getstate__ state, such as quantized packed weights).
 enum class TensorKind : uint8_t { Parameter, Buffer, Attribute };
-enum class Severity : uint8_t { Info, Warning, Error };
 
 // What the file is, as summary's JSON `format` names it. None: nothing read yet.
 enum class Format : uint8_t { None, TorchZip, TorchLegacy, Pickle, Lightning, TorchScript, Safetensors, Dcp, Sharded, Pt2 };
@@ -303,7 +303,13 @@ struct ShardedInfo {
   std::vector<ShardInfo> shards;  // in file-name order
 };
 
+struct Checkpoint;
+struct Limits;
+
 struct DcpInfo {
+  // Reads a chunk's torch.save blob (reader.h's read_checkpoint of a file in memory): StorageIndex assembles
+  // a DCP tensor with it.
+  Checkpoint (*read_blob)(std::shared_ptr<MappedFile> blob, const Limits& limits) = nullptr;
   std::vector<std::string> bytes_entries;  // BytesStorageMetadata entries
   std::vector<std::pair<std::string, uint64_t>> files;  // every file of the directory and its size, by name
   std::vector<std::string> data_files;  // the files storage_data names (regions of torch.save zips)
@@ -428,5 +434,8 @@ nlohmann::ordered_json pt2_json(const Pt2Info& p);
 // One Lightning / training entry as the JSON shows it.
 nlohmann::ordered_json state_json(const TrainingInfo::State& s);
 nlohmann::ordered_json data_json(const TrainingInfo::Data& d);
+
+// The format's name in headers: "torch.save zip", "safetensors", ...
+const char* format_title(const Checkpoint& ck);
 
 }  // namespace ckpt

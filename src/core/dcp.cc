@@ -143,12 +143,13 @@ void add_entry(Checkpoint& ck, const std::string& fqn, const Value* m, const Reg
 
 }  // namespace
 
-void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits) {
+void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits, Checkpoint (*read_blob)(std::shared_ptr<MappedFile>, const Limits&)) {
   const std::string& root = in.path;
   auto meta = vfs::open(vfs::join(root, ".metadata"));
   ck.file = meta;
   ck.path = in.path;
   ck.format = Format::Dcp;
+  ck.dcp.read_blob = read_blob;
   ck.container = Container::Dcp;
   ck.content = Content::StateDict;
   ck.heap = std::make_shared<Heap>();

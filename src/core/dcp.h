@@ -13,12 +13,13 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/reader.h"
+#include "core/input.h"
 
 namespace ckpt {
 
 bool is_dcp_dir(const std::string& path);
 // `in.path` is the directory.
-void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits);
+// `read_blob` reads a chunk's torch.save blob when a tensor is assembled (kept in ck.dcp).
+void read_dcp(Checkpoint& ck, const Input& in, const Limits& limits, Checkpoint (*read_blob)(std::shared_ptr<MappedFile>, const Limits&));
 
 }  // namespace ckpt

@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "core/text.h"
-#include "core/vfs.h"
+#include "core/url.h"
 
 namespace ckpt {
 

@@ -1,3 +1,4 @@
+#include "core/hf_weights.h"
 #include "core/findings.h"
 
 #include <fmt/format.h>

@@ -13,8 +13,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/hf_config.h"
+#include "core/hf_weights.h"
 #include "core/hf_types.h"
-#include "core/summary.h"
 #include "core/text.h"
 
 namespace ckpt {
@@ -143,7 +143,7 @@ struct Measured {
   std::vector<std::string> no_split;
 };
 
-Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<ExtraBuffer>& extra, const std::string& prefix) {
+Measured measure(const Checkpoint& ck, const SameTensor& s, const std::vector<ExtraBuffer>& extra, const std::string& prefix) {
   Measured m;
   std::map<std::string, uint64_t> size, size32;  // module or tensor path -> bytes (as stored, as float32)
   std::map<std::string, Node> tree;  // module path -> children and direct tensors
@@ -169,7 +169,7 @@ Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<Extra
   std::set<std::string> root_buffers;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
-    if (s.same_tensor.size() > k && s.same_tensor[k] != k) continue;
+    if (s.size() > k && s[k] != k) continue;
     if (t.state == TensorState::Uninitialized && !t.resolved) continue;
     if (!prefix.empty() && !under(t.name)) continue;
     const std::string name = t.name.substr(prefix.size());
@@ -245,7 +245,7 @@ Measured measure(const Checkpoint& ck, const Summary& s, const std::vector<Extra
 }
 
 // accelerate's command: the base model alone, where the file holds more (a head); nullopt where they are one.
-std::optional<CommandEstimate> command_estimate(const Checkpoint& ck, const Summary& s, const std::vector<ExtraBuffer>& extra,
+std::optional<CommandEstimate> command_estimate(const Checkpoint& ck, const SameTensor& s, const std::vector<ExtraBuffer>& extra,
                                                 const std::vector<std::string>& dtypes) {
   if (!ck.hf || !ck.hf->error.empty()) return std::nullopt;
   const auto base = hf_base_model(*ck.hf);
@@ -345,7 +345,7 @@ std::optional<KvCache> kv_cache(const Checkpoint& ck, const HfWeights& w, const 
 
 }  // namespace
 
-MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o) {
+MemoryReport estimate_memory(const Checkpoint& ck, const SameTensor& s, const MemoryOptions& o) {
   for (const std::string& d : o.dtypes)
     if (!dtype_rule(d))
       throw std::invalid_argument(fmt::format("dtype {}: not one of float32, float16, bfloat16, int8, int4 (accelerate's)", d));
@@ -360,7 +360,7 @@ MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const Memor
   const Measured all = measure(ck, s, m.extra_buffers, "");
   m.own_dtype = most_bytes_float_dtype(ck.tensors, [&](size_t k) {
     const Tensor& t = ck.tensors[k];
-    return (s.same_tensor.size() <= k || s.same_tensor[k] == k) && !(t.state == TensorState::Uninitialized && !t.resolved);
+    return (s.size() <= k || s[k] == k) && !(t.state == TensorState::Uninitialized && !t.resolved);
   });
   m.total = all.total;
   m.float32_total = all.total32;

@@ -23,7 +23,9 @@
 namespace ckpt {
 
 struct Checkpoint;
-struct Summary;
+// By entry: the first entry viewing the same tensor (summary.h's Summary::same_tensor; entries past its end
+// are their own).
+using SameTensor = std::vector<size_t>;
 
 struct MemoryOptions {
   std::vector<std::string> dtypes;  // empty: the file's own, float32, float16, bfloat16, int8, int4
@@ -90,7 +92,7 @@ struct MemoryReport {
 
 // Throws std::invalid_argument for a dtype accelerate's estimate does not take (the command line offers
 // only those: summary's --dtype); batch and seq_len are validated there too (validate_summary: 1 to 2^40).
-MemoryReport estimate_memory(const Checkpoint& ck, const Summary& s, const MemoryOptions& o);
+MemoryReport estimate_memory(const Checkpoint& ck, const SameTensor& same_tensor, const MemoryOptions& o);
 
 nlohmann::ordered_json memory_json(const MemoryReport& m);
 std::string memory_text(const MemoryReport& m, bool exact);

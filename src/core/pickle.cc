@@ -1293,4 +1293,6 @@ Value* unpack_args(ObjExt* e) {
   return e->args;
 }
 
+std::string bigint_decimal(const Value* v) { return v->kind == PKind::BigInt ? bigint_decimal_text(v->str()) : std::string(); }
+
 }  // namespace ckpt

@@ -289,9 +289,7 @@ std::string limbs_decimal(const std::vector<uint32_t>& limbs, bool neg) {
 
 }  // namespace
 
-std::string bigint_decimal(const Value* v) {
-  if (v->kind != PKind::BigInt) return {};
-  std::string_view b = v->str();
+std::string bigint_decimal_text(std::string_view b) {
   if (!b.empty() && (b[0] == '-' || (b[0] >= '0' && b[0] <= '9'))) {  // from text LONG / INT
     std::string t(b);
     if (!t.empty() && t.back() == 'L') t.pop_back();

@@ -8,7 +8,6 @@
 #include <string_view>
 
 #include "core/bytes.h"
-#include "core/pickle.h"
 
 namespace ckpt {
 
@@ -35,5 +34,9 @@ std::optional<PyInt> py_int(std::string_view line, int base);
 // is 8), otherwise py_int(line, 0). `exact` is set when strtol took the whole line (the only case where
 // "00" / "01" are the booleans).
 std::optional<PyInt> py_int_opcode(std::string_view line, bool* exact);
+
+// A pickled big integer's payload in decimal: text from LONG / INT as it stands (a trailing L dropped), the
+// two's-complement little-endian bytes of LONG1 / LONG4 converted.
+std::string bigint_decimal_text(std::string_view payload);
 
 }  // namespace ckpt

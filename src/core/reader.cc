@@ -378,9 +378,16 @@ Checkpoint read_input(const Input& in, const Limits& limits);
 
 // A directory that is not DCP: the sharded checkpoint whose index is in it, or a Hugging Face model
 // folder's single weights file (model.safetensors, else pytorch_model.bin, beside config.json).
+// What a format reader calls back for a part in another format (input.h): a sharded set's shard read
+// whole, a DCP chunk's torch.save blob.
+Checkpoint read_whole(const std::string& path, std::shared_ptr<MappedFile> file, const Limits& lim) {
+  return read_weights(path, std::move(file), lim);
+}
+Checkpoint read_blob(std::shared_ptr<MappedFile> blob, const Limits& lim) { return read_checkpoint(std::move(blob), lim); }
+
 void read_sharded_dir(Checkpoint& ck, const Input& in, const Limits& lim) {
   const std::string index = find_index(in.path);
-  if (!index.empty()) return read_sharded(ck, Input{index, nullptr}, lim);
+  if (!index.empty()) return read_sharded(ck, Input{index, nullptr}, lim, read_whole);
   const std::string weights = hf_single_weights(in.path);
   if (weights.empty())
     throw InputError(in.path,
@@ -687,8 +694,10 @@ struct Reader {
 // The detection order. Path entries first (an input that is only a path); a path that none of them
 // takes is mapped, and a mapped file is told apart by its first bytes.
 constexpr Reader kReaders[] = {
-    {"sharded index", [](const Input& in) { return !in.file && is_index_path(in.path); }, read_sharded},
-    {"dcp", [](const Input& in) { return !in.file && is_dcp_dir(in.path); }, read_dcp},
+    {"sharded index", [](const Input& in) { return !in.file && is_index_path(in.path); },
+     [](Checkpoint& ck, const Input& in, const Limits& lim) { read_sharded(ck, in, lim, read_whole); }},
+    {"dcp", [](const Input& in) { return !in.file && is_dcp_dir(in.path); },
+     [](Checkpoint& ck, const Input& in, const Limits& lim) { read_dcp(ck, in, lim, read_blob); }},
     {"sharded directory", [](const Input& in) { return !in.file && vfs::is_dir(in.path); }, read_sharded_dir},
     {"file", [](const Input& in) { return !in.file; }, read_file},
     {"empty", [](const Input& in) { return in.file->size() == 0; }, read_empty},

@@ -8,7 +8,7 @@
 
 #include "core/checkpoint.h"
 #include "core/diff.h"
-#include "core/load.h"
+#include "core/load_report.h"
 
 namespace ckpt {
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/hf_config.h"
+#include "core/hf_weights.h"
 #include "core/lightning_details.h"
 #include "core/text.h"
 #include "core/vfs.h"

@@ -9,7 +9,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/reader.h"
+#include "core/input.h"
 
 #include <memory>
 #include <optional>

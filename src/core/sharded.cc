@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "core/keys.h"
-#include "core/reader.h"
 #include "core/safetensors.h"
 #include "core/tar.h"
 #include "core/zip.h"
@@ -76,7 +75,7 @@ FastIndex read_index(const ByteView& v, std::string_view text) {
 
 }  // namespace
 
-void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
+void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits, ReadWhole read_whole) {
   const std::string& index_path = in.path;
   // Local shards are read on several threads: the second one starts now, waking while the index is read.
   std::optional<Standby> standby;
@@ -221,7 +220,7 @@ void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits) {
         v.fail(0, fmt::format("weight_map names shard '{}', which is missing", shard));
       std::shared_ptr<MappedFile> f = vfs::open(p);
       if (read_in_place(i, f, parser)) return;
-      Checkpoint& part = parts[i].other.emplace(read_weights(p, f, limits));
+      Checkpoint& part = parts[i].other.emplace(read_whole(p, f, limits));
       for (Tensor& t : part.tensors) {
         held[entry_of(i, p, t.name)] = 1;
         t.storage = prefixed(shard, t.storage);

@@ -9,7 +9,7 @@
 
 #include "core/checkpoint.h"
 #include "core/error.h"
-#include "core/reader.h"
+#include "core/input.h"
 
 namespace ckpt {
 
@@ -17,6 +17,7 @@ namespace ckpt {
 std::string find_index(const std::string& dir);
 bool is_index_path(const std::string& path);
 // `in.path` is the index.
-void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits);
+// `read_whole` reads a shard that is not safetensors (reader.h's read_weights).
+void read_sharded(Checkpoint& ck, const Input& in, const Limits& limits, ReadWhole read_whole);
 
 }  // namespace ckpt

@@ -7,7 +7,6 @@
 
 #include "core/bytes.h"
 #include "core/mapped_file.h"
-#include "core/reader.h"
 #include "core/text.h"
 
 namespace ckpt {
@@ -51,8 +50,9 @@ ByteView StorageIndex::assemble(const Storage& s) const {
     for (const Chunk& c : s.dcp->chunks) {
       const ByteView region = c.file->view().sub(c.offset, c.length, "DCP region");
       const std::string name = fmt::format("{}+{:#x}", c.file->path(), c.offset);
-      Checkpoint part = read_checkpoint(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name),
-                                        limits_);
+      if (!ck_.dcp.read_blob) throw std::logic_error("a DCP checkpoint without its blob reader");
+      Checkpoint part = ck_.dcp.read_blob(MappedFile::from_memory(std::string(region.data(), region.data() + region.size()), name),
+                                          limits_);
       auto fail = [&](const std::string& why) {
         throw InputError(c.file->path(), "", c.offset, fmt::format("DCP chunk of '{}': {}", s.key, why));
       };

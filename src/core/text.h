@@ -12,7 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint.h"
+#include "core/severity.h"
+
 
 namespace ckpt {
 
@@ -62,7 +63,5 @@ inline const char* color_reset(bool color) { return color ? "\x1b[0m" : ""; }
 // A Markdown table cell: visible(v) with `|` escaped.
 std::string markdown_cell(std::string_view v);
 
-// The format's name in headers: "torch.save zip", "safetensors", ...
-const char* format_title(const Checkpoint& ck);
 
 }  // namespace ckpt

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "core/url.h"
 
 namespace ckpt::vfs {
 
@@ -40,8 +41,6 @@ class Remote {
 // Installed once at startup, before any thread reads (main). Without one, URLs are missing files.
 void install(std::shared_ptr<Remote> remote);
 
-// "scheme://..." (letters, digits, + - . then "://").
-bool is_url(std::string_view path);
 Kind kind(const std::string& path);
 inline bool is_dir(const std::string& path) { return kind(path) == Kind::Dir; }
 // A file known to exist (a local regular file, a listed remote one).
@@ -50,9 +49,6 @@ std::vector<Entry> list(const std::string& dir);
 // Throws InputError naming the path when it cannot be opened.
 std::shared_ptr<MappedFile> open(const std::string& path);
 
-// The path as output may show it: a URL's user:password@ removed and the values of query parameters that
-// carry secrets (signatures, tokens, credentials, keys) replaced by REDACTED; a local path unchanged.
-std::string display(const std::string& path);
 
 // Path arithmetic with '/' for local paths and URLs alike.
 std::string join(const std::string& dir, std::string_view name);

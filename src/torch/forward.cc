@@ -18,7 +18,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "core/load.h"
+#include "core/load_report.h"
 #include "torch/materialize.h"
 
 namespace ckpt::torchb {

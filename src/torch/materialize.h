@@ -20,7 +20,7 @@
 
 #include "core/checkpoint.h"
 #include "core/device.h"
-#include "core/load.h"
+#include "core/load_report.h"
 #include "core/values.h"
 #include "torch/tensor_sink.h"
 
