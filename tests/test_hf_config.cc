@@ -3,7 +3,6 @@
 // past_key_values' layer classes say), the weights' facts, and the helpers memory.cc shares.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
@@ -16,20 +15,11 @@
 
 using namespace ckpt;
 
-namespace {
-
-nlohmann::json hf523_truth() {
-  std::ifstream in(test::testdata() / "hf523" / "truth.json");
-  return nlohmann::json::parse(in);
-}
-
-}  // namespace
-
 TEST_CASE("hf_config: config.json's facts as transformers names them, GPT-2's aliases included") {
   const Limits lim;
   const auto gpt2 = read_hf_config((test::testdata() / "hf523" / "gpt2_tied").string(), lim);
   REQUIRE(gpt2);
-  const nlohmann::json truth = hf523_truth()["gpt2_tied"]["config"];
+  const nlohmann::json truth = test::read_json(test::testdata() / "hf523" / "truth.json")["gpt2_tied"]["config"];
   CHECK(gpt2->model_type == "gpt2");
   CHECK(gpt2->architectures == std::vector<std::string>{truth["architectures"][0].get<std::string>()});
   CHECK(gpt2->hidden_size == truth["n_embd"].get<int64_t>());
@@ -46,7 +36,7 @@ TEST_CASE("hf_config: config.json's facts as transformers names them, GPT-2's al
 }
 
 TEST_CASE("hf_config: sliding-window layers as transformers' DynamicCache made them (its layer classes)") {
-  const nlohmann::json truth = hf523_truth();
+  const nlohmann::json truth = test::read_json(test::testdata() / "hf523" / "truth.json");
   const Limits lim;
   int checked = 0;
   for (const auto& [name, t] : truth.items()) {
@@ -72,7 +62,7 @@ TEST_CASE("hf_config: the weights' facts (embedding, layers, attention projectio
   CHECK(w.layers_prefix == "model.layers.");
   CHECK(w.layers == 3);
   CHECK(w.dtype == "bfloat16");
-  const nlohmann::json cfg = hf523_truth()["llama_gqa_bf16"]["config"];
+  const nlohmann::json cfg = test::read_json(test::testdata() / "hf523" / "truth.json")["llama_gqa_bf16"]["config"];
   CHECK(w.q_rows == cfg["num_attention_heads"].get<int64_t>() * cfg["head_dim"].get<int64_t>());
   CHECK(w.k_rows == cfg["num_key_value_heads"].get<int64_t>() * cfg["head_dim"].get<int64_t>());
   CHECK(w.q_cols == cfg["hidden_size"].get<int64_t>());

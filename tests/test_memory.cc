@@ -3,7 +3,6 @@
 // AutoModel (the base model without lm_head) apart.
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,18 +13,9 @@
 
 using namespace ckpt;
 
-namespace {
-
-nlohmann::json hf523_truth() {
-  std::ifstream in(test::testdata() / "hf523" / "truth.json");
-  return nlohmann::json::parse(in);
-}
-
-}  // namespace
-
 TEST_CASE("memory: estimate_training_usage as accelerate's for every precision") {
   int checked = 0;
-  const nlohmann::json truth = hf523_truth();
+  const nlohmann::json truth = test::read_json(test::testdata() / "hf523" / "truth.json");
   for (const auto& [name, t] : truth.items()) {
     if (!t.is_object() || !t.contains("accelerate_estimate_training_usage_float32")) continue;
     const auto bytes = t["accelerate_float32_total_size"].get<uint64_t>();
@@ -44,7 +34,7 @@ TEST_CASE("memory: estimate_training_usage as accelerate's for every precision")
 }
 
 TEST_CASE("memory: a folder's estimate and accelerate's command's AutoModel") {
-  const nlohmann::json t = hf523_truth()["phi3_partial_fp16"];
+  const nlohmann::json t = test::read_json(test::testdata() / "hf523" / "truth.json")["phi3_partial_fp16"];
   const Checkpoint ck = read_checkpoint((test::testdata() / "hf523" / "phi3_partial_fp16").string());
   const Summary s = summarize(ck);
   const MemoryReport m = estimate_memory(ck, s.same_tensor, MemoryOptions{});

@@ -190,35 +190,5 @@ J hf_json(const HfConfig& c) {
   return j;
 }
 
-std::string hf_line(const HfConfig& c, std::optional<bool> weights_tied) {
-  if (!c.error.empty()) return c.error;
-  std::vector<std::string> bits;
-  std::string head = c.architectures.empty() ? c.model_type : join(c.architectures, ", ");
-  if (!c.architectures.empty() && !c.model_type.empty()) head += " (" + c.model_type + ")";
-  if (!head.empty()) bits.push_back(head);
-  if (!c.dtype.empty()) bits.push_back(c.dtype);
-  if (c.num_hidden_layers) bits.push_back(fmt::format("{} layers", *c.num_hidden_layers));
-  if (c.hidden_size) bits.push_back(fmt::format("hidden {}", *c.hidden_size));
-  if (c.num_attention_heads) {
-    std::string h = fmt::format("{} heads", *c.num_attention_heads);
-    if (c.num_key_value_heads && *c.num_key_value_heads != *c.num_attention_heads)
-      h += fmt::format(" ({} key/value)", *c.num_key_value_heads);
-    bits.push_back(h);
-  }
-  if (c.vocab_size) bits.push_back(fmt::format("vocab {}", *c.vocab_size));
-  if (c.tie_word_embeddings && weights_tied && *weights_tied != *c.tie_word_embeddings)
-    bits.push_back(*weights_tied ? "tied embeddings in the weights (config.json: untied)"
-                                 : "untied embeddings in the weights (config.json: tied)");
-  else if (c.tie_word_embeddings) bits.push_back(*c.tie_word_embeddings ? "tied embeddings" : "untied embeddings");
-  else if (weights_tied) bits.push_back(*weights_tied ? "tied embeddings in the weights" : "untied embeddings in the weights");
-  if (c.sliding_window) {
-    const int64_t sliding = c.sliding_layers();
-    bits.push_back(c.layer_types.empty() ? fmt::format("sliding window {}", *c.sliding_window)
-                                         : fmt::format("sliding window {} ({} of {} layers)", *c.sliding_window, sliding,
-                                                       c.layer_types.size()));
-  }
-  if (c.from_text_config) bits.push_back("from text_config");
-  return join(bits, ", ");
-}
 
 }  // namespace ckpt

@@ -69,10 +69,5 @@ std::string hf_single_weights(const std::string& dir);
 
 // Summary JSON's metadata.hf: {"config", "architectures", "model_type", "dtype", ...}, the facts present.
 nlohmann::ordered_json hf_json(const HfConfig& c);
-// The `Model:` line of summary's text: "GPT2LMHeadModel (gpt2), float32, 2 layers, hidden 64, ...".
-// `weights_tied`: whether the weights hold the output embedding as the input one's tensor (nullopt: no
-// separate lm_head to tell, e.g. safetensors keeps a tied one once); where it contradicts
-// tie_word_embeddings the line says both.
-std::string hf_line(const HfConfig& c, std::optional<bool> weights_tied = std::nullopt);
 
 }  // namespace ckpt

@@ -94,7 +94,5 @@ struct MemoryReport {
 // only those: summary's --dtype); batch and seq_len are validated there too (validate_summary: 1 to 2^40).
 MemoryReport estimate_memory(const Checkpoint& ck, const SameTensor& same_tensor, const MemoryOptions& o);
 
-nlohmann::ordered_json memory_json(const MemoryReport& m);
-std::string memory_text(const MemoryReport& m, bool exact);
 
 }  // namespace ckpt

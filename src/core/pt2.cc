@@ -398,6 +398,35 @@ void sample_inputs(Checkpoint& ck, const ZipReader& zip, const ZipEntry& e, Pt2M
   } catch (const InputError&) {}
 }
 
+// A model's constants (data/constants/NAME_constants_config.json, member `ce`): their members, kinds
+// (from the graph's signature: `kinds`) and, where saved, dtype, shape and bytes.
+void read_constants(const Checkpoint& ck, const ZipReader& zip, const ZipEntry& ce, const std::string& pre,
+                    const std::unordered_map<std::string, std::string>& kinds, Pt2Model& m, const Limits& lim) {
+  const Doc c = pt2::parse_doc<nlohmann::ordered_json>(zip, ce, ck.path, lim);
+  const auto cfg = c.j.is_object() ? c.j.find("config") : c.j.end();
+  if (cfg == c.j.end() || !cfg->is_object()) c.fail("/config", "no config object");
+  for (auto it = cfg->begin(); it != cfg->end(); ++it) {
+    const std::string ptr = "/config/" + it.key();
+    if (!it->is_object()) c.fail(ptr, "not a PayloadMeta object");
+    if (m.constants.size() >= lim.tensors) c.fail(ptr, fmt::format("more than {} constants", lim.tensors));
+    Pt2Constant k;
+    k.name = it.key();
+    k.path = member_of(c, ptr, *it, pre + "data/constants/");
+    if (!zip.find(k.path)) c.fail(ptr + "/path_name", fmt::format("member {} is missing from the archive", k.path));
+    k.path = k.path.substr(pre.size());
+    auto kind = kinds.find(k.name);
+    k.kind = kind != kinds.end() ? kind->second : "constant";
+    if (const auto tm = it->find("tensor_meta"); tm != it->end() && !tm->is_null()) {
+      const Tensor t = tensor_of(c, *tm, ptr + "/tensor_meta", k.name);
+      k.dtype = t.dtype->name;
+      for (int64_t x : t.shape) k.shape.push_back(std::to_string(x));
+      k.bytes = t.bytes;
+    }
+    m.constants.push_back(std::move(k));
+  }
+
+}
+
 // torch >= 2.7: models/<name>.json with its payload configs.
 void read_archive(Checkpoint& ck, const ZipReader& zip, const std::string& pre, const Limits& lim) {
   Pt2Info& info = ck.pt2;
@@ -497,30 +526,8 @@ void read_archive(Checkpoint& ck, const ZipReader& zip, const std::string& pre, 
       }
     }
 
-    if (const ZipEntry* ce = zip.find(pre + "data/constants/" + name + "_constants_config.json")) {
-      const Doc c = pt2::parse_doc<nlohmann::ordered_json>(zip, *ce, ck.path, lim);
-      const auto cfg = c.j.is_object() ? c.j.find("config") : c.j.end();
-      if (cfg == c.j.end() || !cfg->is_object()) c.fail("/config", "no config object");
-      for (auto it = cfg->begin(); it != cfg->end(); ++it) {
-        const std::string ptr = "/config/" + it.key();
-        if (!it->is_object()) c.fail(ptr, "not a PayloadMeta object");
-        if (m.constants.size() >= lim.tensors) c.fail(ptr, fmt::format("more than {} constants", lim.tensors));
-        Pt2Constant k;
-        k.name = it.key();
-        k.path = member_of(c, ptr, *it, pre + "data/constants/");
-        if (!zip.find(k.path)) c.fail(ptr + "/path_name", fmt::format("member {} is missing from the archive", k.path));
-        k.path = k.path.substr(pre.size());
-        auto kind = kinds.find(k.name);
-        k.kind = kind != kinds.end() ? kind->second : "constant";
-        if (const auto tm = it->find("tensor_meta"); tm != it->end() && !tm->is_null()) {
-          const Tensor t = tensor_of(c, *tm, ptr + "/tensor_meta", k.name);
-          k.dtype = t.dtype->name;
-          for (int64_t x : t.shape) k.shape.push_back(std::to_string(x));
-          k.bytes = t.bytes;
-        }
-        m.constants.push_back(std::move(k));
-      }
-    }
+    if (const ZipEntry* ce = zip.find(pre + "data/constants/" + name + "_constants_config.json"))
+      read_constants(ck, zip, *ce, pre, kinds, m, lim);
     if (const ZipEntry* se = zip.find(pre + "data/sample_inputs/" + name + ".pt")) sample_inputs(ck, zip, *se, m, lim);
     info.models.push_back(std::move(m));
   }

@@ -454,24 +454,10 @@ std::string load_json_text(const LoadReport& r) {
   return json_text(j) + "\n";
 }
 
-std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
-  std::string out;
-  // summary's look: `Key:` lines, a Lightning-style table, then value-first total lines.
-  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<10}{}\n", std::string(k) + ":", visible(v)); };
-  auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
-  line("File", fmt::format("{} ({})", r.file, r.format));
-  line("Device", fmt::format("{} (LibTorch {}){}{}", r.device, r.libtorch, r.empty_init ? ", empty init" : "",
-                             r.dtype.empty() ? "" : ", as " + r.dtype));
-  if (!r.model.empty() && r.match) {
-    const KeyMatch& m = *r.match;
-    line("Model", fmt::format("{}: {} keys matched, {} missing, {} unexpected, {} mismatched", r.model, m.matched,
-                              m.missing.size(), m.unexpected.size(), m.mismatched.size()));
-    std::vector<std::string> renamed;  // only what was asked
-    if (!r.strip_prefix.empty()) renamed.push_back(fmt::format("strip '{}'", r.strip_prefix));
-    if (!r.add_prefix.empty()) renamed.push_back(fmt::format("add '{}'", r.add_prefix));
-    if (!renamed.empty()) line("Renamed", join(renamed, ", "));
-  }
-  // the table: only tensors worth a look (skipped, meta, non-finite values) unless --tensors
+namespace {
+
+// load's table: the tensors worth a look (skipped, meta, non-finite values), or every one with --tensors.
+void load_table(std::string& out, const LoadReport& r, bool color, bool all_rows) {
   std::vector<const LoadedTensor*> shown;
   for (const LoadedTensor& t : r.rows)
     if (all_rows || t.state != LoadState::Loaded || t.stats.nan || t.stats.inf) shown.push_back(&t);
@@ -518,38 +504,12 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
     }
     out += dashes + "\n";
   }
-  if (r.match) {
-    const KeyMatch& m = *r.match;
-    auto list = [&](const char* what, const std::vector<std::string>& keys) {
-      if (!keys.empty()) out += fmt::format("{} ({}): {}\n", what, keys.size(), visible(join(keys, ", ", 20, ", ... ({} more)")));
-    };
-    list("missing keys", m.missing);
-    list("unexpected keys", m.unexpected);
-    for (const KeyMismatch& x : m.mismatched)
-      out += fmt::format("mismatched: {}: file {} {}, model {} {}\n", visible(x.key), visible(x.file_dtype),
-                         shape_text(x.file_shape), visible(x.model_dtype), shape_text(x.model_shape));
-    if (m.suggested_strip_prefix)
-      out += fmt::format("hint: keys match with --strip-prefix '{}'\n", visible(*m.suggested_strip_prefix));
-    if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", visible(*m.suggested_add_prefix));
-  }
-  out += "\n";
+}
+
+// load's timing lines: where the time went, the bandwidth, the streaming load's chunks and ring, ARCH's own weights.
+void load_times(std::string& out, const LoadReport& r) {
+  auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
   const bool meta = r.device == "meta";
-  foot(std::to_string(r.loaded),
-       meta ? "Tensors on meta (shapes and dtypes only: no byte read)" : "Tensors loaded on " + visible(r.device));
-  if (r.meta) foot(std::to_string(r.meta), "Left on meta (meta tensors in the file: no data)");
-  if (r.skipped) foot(std::to_string(r.skipped), "Skipped (not materialized: see the table)");
-  foot(std::to_string(r.tensors), "Tensors in the file");
-  foot(human_bytes(r.bytes), meta ? "Tensor size (none of it read)"
-                                  : fmt::format("Tensor size ({} read from the file: {} zero-copy, {} copied)",
-                                                human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes),
-                                                human_bytes(r.copied_bytes)));
-  if (r.checked_values()) {
-    foot(std::to_string(r.nan), "NaN values");
-    foot(std::to_string(r.inf), "Inf values");
-  }
-  foot(human_bytes(r.peak_rss), "Peak RSS of ckpt-torch");
-  if (r.device_bytes) foot(human_bytes(r.device_bytes), "Allocated on " + visible(r.device));
-  out += "\n";
   auto secs = [](double s) { return fmt::format("{:.3f} s", s); };
   foot(secs(r.seconds), "Total time");
   foot(secs(r.startup_seconds), "Start-up to the command (exec, LibTorch)");
@@ -589,6 +549,61 @@ std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
            fmt::format("Of {}'s own weights read in {:.3f} s, then {} overwritten (--empty-init avoids both)",
                        visible(r.model), r.arch_seconds, human_bytes(r.bytes_written_twice)));
   }
+}
+
+}  // namespace
+
+std::string render_load_text(const LoadReport& r, bool color, bool all_rows) {
+  std::string out;
+  // summary's look: `Key:` lines, a Lightning-style table, then value-first total lines.
+  auto line = [&](const char* k, const std::string& v) { out += fmt::format("{:<10}{}\n", std::string(k) + ":", visible(v)); };
+  auto foot = [&](const std::string& v, const std::string& label) { out += fmt::format("{:<10}{}\n", v, label); };
+  line("File", fmt::format("{} ({})", r.file, r.format));
+  line("Device", fmt::format("{} (LibTorch {}){}{}", r.device, r.libtorch, r.empty_init ? ", empty init" : "",
+                             r.dtype.empty() ? "" : ", as " + r.dtype));
+  if (!r.model.empty() && r.match) {
+    const KeyMatch& m = *r.match;
+    line("Model", fmt::format("{}: {} keys matched, {} missing, {} unexpected, {} mismatched", r.model, m.matched,
+                              m.missing.size(), m.unexpected.size(), m.mismatched.size()));
+    std::vector<std::string> renamed;  // only what was asked
+    if (!r.strip_prefix.empty()) renamed.push_back(fmt::format("strip '{}'", r.strip_prefix));
+    if (!r.add_prefix.empty()) renamed.push_back(fmt::format("add '{}'", r.add_prefix));
+    if (!renamed.empty()) line("Renamed", join(renamed, ", "));
+  }
+  load_table(out, r, color, all_rows);
+  if (r.match) {
+    const KeyMatch& m = *r.match;
+    auto list = [&](const char* what, const std::vector<std::string>& keys) {
+      if (!keys.empty()) out += fmt::format("{} ({}): {}\n", what, keys.size(), visible(join(keys, ", ", 20, ", ... ({} more)")));
+    };
+    list("missing keys", m.missing);
+    list("unexpected keys", m.unexpected);
+    for (const KeyMismatch& x : m.mismatched)
+      out += fmt::format("mismatched: {}: file {} {}, model {} {}\n", visible(x.key), visible(x.file_dtype),
+                         shape_text(x.file_shape), visible(x.model_dtype), shape_text(x.model_shape));
+    if (m.suggested_strip_prefix)
+      out += fmt::format("hint: keys match with --strip-prefix '{}'\n", visible(*m.suggested_strip_prefix));
+    if (m.suggested_add_prefix) out += fmt::format("hint: keys match with --add-prefix '{}'\n", visible(*m.suggested_add_prefix));
+  }
+  out += "\n";
+  const bool meta = r.device == "meta";
+  foot(std::to_string(r.loaded),
+       meta ? "Tensors on meta (shapes and dtypes only: no byte read)" : "Tensors loaded on " + visible(r.device));
+  if (r.meta) foot(std::to_string(r.meta), "Left on meta (meta tensors in the file: no data)");
+  if (r.skipped) foot(std::to_string(r.skipped), "Skipped (not materialized: see the table)");
+  foot(std::to_string(r.tensors), "Tensors in the file");
+  foot(human_bytes(r.bytes), meta ? "Tensor size (none of it read)"
+                                  : fmt::format("Tensor size ({} read from the file: {} zero-copy, {} copied)",
+                                                human_bytes(r.bytes_read), human_bytes(r.zero_copy_bytes),
+                                                human_bytes(r.copied_bytes)));
+  if (r.checked_values()) {
+    foot(std::to_string(r.nan), "NaN values");
+    foot(std::to_string(r.inf), "Inf values");
+  }
+  foot(human_bytes(r.peak_rss), "Peak RSS of ckpt-torch");
+  if (r.device_bytes) foot(human_bytes(r.device_bytes), "Allocated on " + visible(r.device));
+  out += "\n";
+  load_times(out, r);
   for (const std::string& n : r.notes) out += "note: " + visible(n) + "\n";
   return out;
 }

@@ -11,6 +11,7 @@
 #include "core/hf_config.h"
 #include "core/hf_weights.h"
 #include "core/lightning_details.h"
+#include "core/render_model.h"
 #include "core/text.h"
 #include "core/vfs.h"
 
@@ -84,6 +85,66 @@ std::string model_line(const ModelReport& m) {
 // "1 tensor", "2 tensors"
 std::string counted(uint64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
 
+// The Devices line: entries saved on an accelerator, which torch.load puts back there (device-storages in
+// check); "" when every entry is on the CPU or meta.
+std::string devices_value(const Checkpoint& ck) {
+  std::map<std::string, size_t> devices;
+  bool accelerator = false;
+  const std::string* run = nullptr;  // entries come in runs of one device: each run counted at once
+  size_t in_run = 0;
+  for (const Tensor& t : ck.tensors) {
+    if (t.device.empty()) continue;
+    if (run && t.device == *run) {
+      ++in_run;
+      continue;
+    }
+    if (run) devices[*run] += in_run;
+    run = &t.device.str();
+    in_run = 1;
+    accelerator |= t.device != "cpu" && t.device != "meta";
+  }
+  if (run) devices[*run] += in_run;
+  if (accelerator) {
+    std::vector<std::string> d;
+    for (const auto& [device, n] : devices) d.push_back(fmt::format("{} ({} {})", device, n, n == 1 ? "entry" : "entries"));
+    return join(d, ", ") + "; torch.load needs map_location on a machine without them";
+  }
+  return "";
+}
+
+// A Lightning checkpoint's lines: Training (versions, epoch, step, optimizer and scheduler states,
+// callbacks), Hparams (at most 200 bytes as shown) and the training state's own lines.
+template <typename Line>
+void training_header(const TrainingInfo& tr, const Line& line) {
+  std::vector<std::string> m;
+  for (const char* k : {"pytorch-lightning_version", "epoch", "global_step"})
+    if (const TrainingInfo::Data* d = tr.entry(k)) {
+      const nlohmann::ordered_json v = data_json(*d);
+      m.push_back(fmt::format("{} {}", k, v.is_string() ? v.get<std::string>() : json_text(v, -1)));
+    }
+  for (const char* k : {"optimizer_states", "lr_schedulers", "optimizer", "scheduler"})
+    if (const TrainingInfo::State* st = tr.state(k))
+      m.push_back(fmt::format("{} {} ({} tensors, {})", k, st->count, st->held.tensors, human_bytes(st->held.bytes)));
+  // A `callbacks` that is no dict is plain data: counted as its JSON value's size, as before.
+  if (tr.callbacks) m.push_back(fmt::format("callbacks {}", tr.callbacks->size()));
+  else if (const TrainingInfo::Data* d = tr.entry("callbacks")) m.push_back(fmt::format("callbacks {}", data_json(*d).size()));
+  if (!m.empty()) line("Training", join(m, ", "));
+  const TrainingInfo::Data* hparams = tr.entry("hyper_parameters");
+  const nlohmann::ordered_json hv = hparams ? data_json(*hparams) : nlohmann::ordered_json();
+  if (hv.is_object()) {
+    std::vector<std::string> hp;
+    for (auto it = hv.begin(); it != hv.end(); ++it)
+      hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : json_text(*it, -1)));
+    // At most 200 bytes as shown, cut between characters or escapes, never inside one.
+    const std::string all = join(hp, ", ");
+    bool cut = false;
+    std::string h = visible_prefix(all, 200, &cut);
+    if (cut) h = visible_prefix(all, 197) + "...";
+    line("Hparams", h);
+  }
+  for (const auto& [key, value] : training_lines(tr)) line(key.c_str(), value);
+}
+
 std::string header_lines(const Summary& s, bool markdown, bool verbose, const std::string& tensors) {
   const Checkpoint& ck = *s.ck;
   std::string out;
@@ -131,28 +192,7 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
   if (const auto& cs = ck.torchscript.constants; ck.format == Format::TorchScript && cs && cs->tensors > 0)
     content += fmt::format(", {} constant tensors in {} storages", cs->tensors, ck.storages.size() - storages);
   line("Content", content);
-  // Entries saved on an accelerator: torch.load puts them back there (device-storages in check).
-  std::map<std::string, size_t> devices;
-  bool accelerator = false;
-  const std::string* run = nullptr;  // entries come in runs of one device: each run counted at once
-  size_t in_run = 0;
-  for (const Tensor& t : ck.tensors) {
-    if (t.device.empty()) continue;
-    if (run && t.device == *run) {
-      ++in_run;
-      continue;
-    }
-    if (run) devices[*run] += in_run;
-    run = &t.device.str();
-    in_run = 1;
-    accelerator |= t.device != "cpu" && t.device != "meta";
-  }
-  if (run) devices[*run] += in_run;
-  if (accelerator) {
-    std::vector<std::string> d;
-    for (const auto& [device, n] : devices) d.push_back(fmt::format("{} ({} {})", device, n, n == 1 ? "entry" : "entries"));
-    line("Devices", join(d, ", ") + "; torch.load needs map_location on a machine without them");
-  }
+  if (const std::string d = devices_value(ck); !d.empty()) line("Devices", d);
   if (ck.format == Format::Sharded) {
     std::vector<std::string> sh;
     for (const ShardInfo& x : ck.sharded.shards) sh.push_back(fmt::format("{} ({})", x.file, counted(x.tensors, "tensor")));
@@ -204,36 +244,7 @@ std::string header_lines(const Summary& s, bool markdown, bool verbose, const st
   }
   if (s.model) line("Model", model_line(*s.model));
   if (s.forward) line("Forward", forward_line(*s.forward));
-  if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) {
-    const TrainingInfo& tr = ck.training;
-    std::vector<std::string> m;
-    for (const char* k : {"pytorch-lightning_version", "epoch", "global_step"})
-      if (const TrainingInfo::Data* d = tr.entry(k)) {
-        const nlohmann::ordered_json v = data_json(*d);
-        m.push_back(fmt::format("{} {}", k, v.is_string() ? v.get<std::string>() : json_text(v, -1)));
-      }
-    for (const char* k : {"optimizer_states", "lr_schedulers", "optimizer", "scheduler"})
-      if (const TrainingInfo::State* st = tr.state(k))
-        m.push_back(fmt::format("{} {} ({} tensors, {})", k, st->count, st->held.tensors, human_bytes(st->held.bytes)));
-    // A `callbacks` that is no dict is plain data: counted as its JSON value's size, as before.
-    if (tr.callbacks) m.push_back(fmt::format("callbacks {}", tr.callbacks->size()));
-    else if (const TrainingInfo::Data* d = tr.entry("callbacks")) m.push_back(fmt::format("callbacks {}", data_json(*d).size()));
-    if (!m.empty()) line("Training", join(m, ", "));
-    const TrainingInfo::Data* hparams = tr.entry("hyper_parameters");
-    const nlohmann::ordered_json hv = hparams ? data_json(*hparams) : nlohmann::ordered_json();
-    if (hv.is_object()) {
-      std::vector<std::string> hp;
-      for (auto it = hv.begin(); it != hv.end(); ++it)
-        hp.push_back(it.key() + "=" + (it->is_string() ? it->get<std::string>() : json_text(*it, -1)));
-      // At most 200 bytes as shown, cut between characters or escapes, never inside one.
-      const std::string all = join(hp, ", ");
-      bool cut = false;
-      std::string h = visible_prefix(all, 200, &cut);
-      if (cut) h = visible_prefix(all, 197) + "...";
-      line("Hparams", h);
-    }
-    for (const auto& [key, value] : training_lines(tr)) line(key.c_str(), value);
-  }
+  if (ck.content == Content::Lightning || ck.content == Content::Checkpoint) training_header(ck.training, line);
   return out;
 }
 

@@ -117,4 +117,9 @@ LegacyMagic classify_legacy_magic(const ByteView& file, const Unpickled& first, 
 // Dotted path join: join("", "a") == "a", join("a", "b") == "a.b".
 std::string join_path(const std::string& a, const std::string& b);
 
+// A dict's (or object's) value for a string key, nullptr when absent; and whether a value reads as a dict
+// (a dict, an object holding pairs, an OrderedDict): what the Lightning and top-level readings walk.
+const Value* dict_value(const Value* dict, std::string_view k);
+bool dict_like(const Value* v);
+
 }  // namespace ckpt
