@@ -301,6 +301,71 @@ std::string copy_stall(const std::string& file, const std::string& member, uint6
   return stall_message(file, member, offset, "the copy to the device", dog.seconds());
 }
 
+// Chunk by chunk, what StreamLoad::run's threads read into their slots: every file opened once before
+// (`files`), the bytes counted by read path.
+struct Stager {
+  const std::vector<Source>& sources;
+  const std::vector<Piece>& pieces;
+  const std::map<const MappedFile*, std::unique_ptr<OpenFile>>& files;
+  std::array<std::atomic<uint64_t>, kReadPaths>& by_path;
+  std::atomic<uint64_t>& file_bytes;
+
+  // Brings chunk c into slot memory `buf`; returns its first byte. A file chunk sits in `buf` where its
+  // file offset falls within a page (so O_DIRECT reads land page-aligned): read from the page cache when
+  // every page is resident, else with O_DIRECT, else buffered.
+  const uint8_t* operator()(const ChunkPlan& c, uint8_t* buf) const {
+    if (!c.file) {
+      std::memcpy(buf, c.data, c.len);
+      by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
+      return buf;
+    }
+    if (c.file->remote()) {  // HTTP range requests straight into the slot, one per chunk, each thread its own
+      c.file->read_at(buf, c.len, c.offset);
+      file_bytes += c.len;
+      by_path[static_cast<size_t>(ReadPath::Remote)] += c.payload;
+      return buf;
+    }
+    OpenFile& of = *files.at(c.file);
+    const std::string& member0 = sources[pieces[c.first].storage].member;
+    auto fail_short = [&](uint64_t got_to) {  // names the piece holding the first byte that did not come
+      const Piece* pc = &pieces[c.first];
+      for (size_t i = c.first; i < c.first + c.count; ++i)
+        if (c.offset + pieces[i].at <= got_to) pc = &pieces[i];
+      const uint64_t in = got_to > c.offset + pc->at ? got_to - (c.offset + pc->at) : 0;
+      struct stat st {};
+      const std::string now = ::fstat(of.fd, &st) == 0 ? fmt::format("the file has {} bytes now", st.st_size) : "";
+      throw InputError(c.file->path(), sources[pc->storage].member, pc->offset + std::min(in, pc->len),
+                       fmt::format("short read at file offset {}: {}, this load needs {} (changed or truncated "
+                                   "while loading?)",
+                                   got_to, now, c.offset + c.len));
+    };
+    const uint64_t a0 = align_down(c.offset, kPage), end = c.offset + c.len;
+    uint8_t* data = buf + (c.offset - a0);
+    // mincore faults nothing in and starts no readahead (a RWF_NOWAIT probe would start readahead that
+    // competes with the direct reads). Where the kernel will not tell (a file this user may not write),
+    // it says resident: read buffered.
+    const bool cold = !c.file->resident(c.data, c.len);
+    if (cold && of.direct_ok) {
+      const uint64_t a1 = align_up(end, kPage);
+      const int64_t r = read_full(of.direct, buf, a1 - a0, a0);
+      if (r >= 0) {
+        if (a0 + static_cast<uint64_t>(r) < end) fail_short(a0 + static_cast<uint64_t>(r));
+        file_bytes += static_cast<uint64_t>(r);
+        by_path[static_cast<size_t>(ReadPath::Direct)] += c.payload;
+        return data;
+      }
+      if (errno != EINVAL) throw_errno(c.file->path(), member0, 0, "read");
+      of.direct_ok = false;  // this filesystem takes O_DIRECT opens but not the reads: buffered from here on
+    }
+    const int64_t r = read_full(of.fd, data, c.len, c.offset);
+    if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
+    if (static_cast<uint64_t>(r) < c.len) fail_short(c.offset + static_cast<uint64_t>(r));
+    file_bytes += c.len;
+    by_path[static_cast<size_t>(cold ? ReadPath::Buffered : ReadPath::Cached)] += c.payload;
+    return data;
+  }
+};
+
 }  // namespace
 
 void StreamLoad::run(StreamSink& sink, StagingRing& ring_mem, Watchdog& dog, const StreamOptions& o, StreamStats* stats) {
@@ -341,60 +406,7 @@ void StreamLoad::run(StreamSink& sink, StagingRing& ring_mem, Watchdog& dog, con
     }
     const std::vector<uint8_t*>& slot_mem = ring_mem.buffers(dog, path_);
 
-    // Brings chunk c into slot memory `buf`; returns its first byte. A file chunk sits in `buf` where its
-    // file offset falls within a page (so O_DIRECT reads land page-aligned): read from the page cache when
-    // every page is resident, else with O_DIRECT, else buffered.
-    auto stage = [&](const ChunkPlan& c, uint8_t* buf) -> const uint8_t* {
-      if (!c.file) {
-        std::memcpy(buf, c.data, c.len);
-        by_path[static_cast<size_t>(ReadPath::Memory)] += c.payload;
-        return buf;
-      }
-      if (c.file->remote()) {  // HTTP range requests straight into the slot, one per chunk, each thread its own
-        c.file->read_at(buf, c.len, c.offset);
-        file_bytes += c.len;
-        by_path[static_cast<size_t>(ReadPath::Remote)] += c.payload;
-        return buf;
-      }
-      OpenFile& of = *files.at(c.file);
-      const std::string& member0 = p.sources[p.pieces[c.first].storage].member;
-      auto fail_short = [&](uint64_t got_to) {  // names the piece holding the first byte that did not come
-        const Piece* pc = &p.pieces[c.first];
-        for (size_t i = c.first; i < c.first + c.count; ++i)
-          if (c.offset + p.pieces[i].at <= got_to) pc = &p.pieces[i];
-        const uint64_t in = got_to > c.offset + pc->at ? got_to - (c.offset + pc->at) : 0;
-        struct stat st {};
-        const std::string now = ::fstat(of.fd, &st) == 0 ? fmt::format("the file has {} bytes now", st.st_size) : "";
-        throw InputError(c.file->path(), p.sources[pc->storage].member, pc->offset + std::min(in, pc->len),
-                         fmt::format("short read at file offset {}: {}, this load needs {} (changed or truncated "
-                                     "while loading?)",
-                                     got_to, now, c.offset + c.len));
-      };
-      const uint64_t a0 = align_down(c.offset, kPage), end = c.offset + c.len;
-      uint8_t* data = buf + (c.offset - a0);
-      // mincore faults nothing in and starts no readahead (a RWF_NOWAIT probe would start readahead that
-      // competes with the direct reads). Where the kernel will not tell (a file this user may not write),
-      // it says resident: read buffered.
-      const bool cold = !c.file->resident(c.data, c.len);
-      if (cold && of.direct_ok) {
-        const uint64_t a1 = align_up(end, kPage);
-        const int64_t r = read_full(of.direct, buf, a1 - a0, a0);
-        if (r >= 0) {
-          if (a0 + static_cast<uint64_t>(r) < end) fail_short(a0 + static_cast<uint64_t>(r));
-          file_bytes += static_cast<uint64_t>(r);
-          by_path[static_cast<size_t>(ReadPath::Direct)] += c.payload;
-          return data;
-        }
-        if (errno != EINVAL) throw_errno(c.file->path(), member0, 0, "read");
-        of.direct_ok = false;  // this filesystem takes O_DIRECT opens but not the reads: buffered from here on
-      }
-      const int64_t r = read_full(of.fd, data, c.len, c.offset);
-      if (r < 0) throw_errno(c.file->path(), member0, 0, "read");
-      if (static_cast<uint64_t>(r) < c.len) fail_short(c.offset + static_cast<uint64_t>(r));
-      file_bytes += c.len;
-      by_path[static_cast<size_t>(cold ? ReadPath::Buffered : ReadPath::Cached)] += c.payload;
-      return data;
-    };
+    const Stager stage{p.sources, p.pieces, files, by_path, file_bytes};
 
     run_threads(ring.threads, stop, [&](unsigned j) {
       std::vector<unsigned> own;

@@ -291,10 +291,19 @@ void ValueDiff::merge(const ValueDiff& o) {
   within = within && o.within;
 }
 
-std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const ValueCompareOptions& o) {
+namespace {
+
+// The work of a comparison: each pair's plan (its element kinds and roundings, the shape and strides in
+// the order of A's storage, a leading 1 dropped) and the items the threads share (a packed pair whole, any
+// other in slabs of rows of about `piece_bytes`), with the bytes all of them read.
+struct Work {
   std::vector<Plan> plans;
   std::vector<Item> items;
   uint64_t total = 0;
+};
+
+Work plan_work(const std::vector<ValuePair>& pairs, const ValueCompareOptions& o) {
+  Work w;
   const uint64_t piece = std::max<uint64_t>(o.piece_bytes, 1);
   for (const ValuePair& p : pairs) {
     const Tensor &a = *p.a, &b = *p.b;
@@ -314,15 +323,15 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     pl.offset_a = a.offset;
     pl.offset_b = b.offset;
     pl.packed = a.dtype->pack != 1 || b.dtype->pack != 1;
-    const size_t index = plans.size();
+    const size_t index = w.plans.size();
     if (a.numel == 0) {
-      plans.push_back(std::move(pl));
+      w.plans.push_back(std::move(pl));
       continue;
     }
     if (pl.packed) {
-      total += dtype_bytes(*a.dtype, a.numel) + dtype_bytes(*b.dtype, b.numel);
-      items.push_back({index, 0, 1});
-      plans.push_back(std::move(pl));
+      w.total += dtype_bytes(*a.dtype, a.numel) + dtype_bytes(*b.dtype, b.numel);
+      w.items.push_back({index, 0, 1});
+      w.plans.push_back(std::move(pl));
       continue;
     }
     if (is_contiguous(a) && is_contiguous(b)) {
@@ -347,10 +356,21 @@ std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const
     const uint64_t row_bytes = static_cast<uint64_t>(pl.row_elems) * (pl.ia + pl.ib);
     const int64_t rows_per_item = static_cast<int64_t>(std::max<uint64_t>(1, piece / row_bytes));
     for (int64_t r = 0; r < pl.shape[0]; r += rows_per_item)
-      items.push_back({index, r, std::min(pl.shape[0], r + rows_per_item)});
-    total += static_cast<uint64_t>(a.numel) * (pl.ia + pl.ib);
-    plans.push_back(std::move(pl));
+      w.items.push_back({index, r, std::min(pl.shape[0], r + rows_per_item)});
+    w.total += static_cast<uint64_t>(a.numel) * (pl.ia + pl.ib);
+    w.plans.push_back(std::move(pl));
   }
+
+  return w;
+}
+
+}  // namespace
+
+std::vector<ValueDiff> compare_values(const std::vector<ValuePair>& pairs, const ValueCompareOptions& o) {
+  Work work = plan_work(pairs, o);
+  const std::vector<Plan>& plans = work.plans;
+  const std::vector<Item>& items = work.items;
+  const uint64_t total = work.total;
 
   std::vector<ValueDiff> results(items.size());
   std::atomic<size_t> next{0};
