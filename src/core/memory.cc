@@ -61,10 +61,11 @@ bool embeddings_unsplit(const std::string& model_type) {
 }
 
 // The non-persistent buffers transformers registers for a model type and writes to no file.
-std::vector<ExtraBuffer> extra_buffers(const HfConfig& c, const HfWeights& w, const std::set<std::string>& have) {
+std::vector<ExtraBuffer> extra_buffers(const HfConfig& c, const HfWeights& w, const std::vector<Tensor>& tensors) {
   std::vector<ExtraBuffer> out;
   auto add = [&](std::string name, const char* dtype, std::vector<int64_t> shape) {
-    if (have.count(name)) return;  // saved after all (older transformers kept some persistent)
+    // saved after all (older transformers kept some persistent): a few names looked for, no index of them all
+    if (std::any_of(tensors.begin(), tensors.end(), [&](const Tensor& t) { return t.name == name; })) return;
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     out.push_back({std::move(name), dtype, shape, static_cast<uint64_t>(n) * dtype_by_name(dtype)->itemsize});
@@ -143,6 +144,25 @@ struct Measured {
   std::vector<std::string> no_split;
 };
 
+// Whether entry k counts in the sizes: once for a tied tensor (its first name), not when lazy and unresolved.
+bool counted(const Checkpoint& ck, const SameTensor& s, size_t k) {
+  const Tensor& t = ck.tensors[k];
+  return (s.size() <= k || s[k] == k) && !(t.state == TensorState::Uninitialized && !t.resolved);
+}
+
+// A row as accelerate's command derives it from the float32 sizes (the total and the largest layer divided
+// for the dtype); Adam's training from the float32 total, whatever dtype the file was saved in (mixed
+// precision keeps float32 master weights and Adam's states).
+MemoryRow converted_row(const std::string& d, uint64_t total32, uint64_t largest32) {
+  const DtypeRule& rule = *dtype_rule(d);
+  MemoryRow r;
+  r.dtype = d;
+  r.total = static_cast<double>(total32) / rule.divisor;
+  r.largest = static_cast<double>(largest32) / rule.divisor;
+  r.training = estimate_training_usage(total32, d);
+  return r;
+}
+
 Measured measure(const Checkpoint& ck, const SameTensor& s, const std::vector<ExtraBuffer>& extra, const std::string& prefix) {
   Measured m;
   std::map<std::string, uint64_t> size, size32;  // module or tensor path -> bytes (as stored, as float32)
@@ -169,9 +189,7 @@ Measured measure(const Checkpoint& ck, const SameTensor& s, const std::vector<Ex
   std::set<std::string> root_buffers;
   for (size_t k = 0; k < ck.tensors.size(); ++k) {
     const Tensor& t = ck.tensors[k];
-    if (s.size() > k && s[k] != k) continue;
-    if (t.state == TensorState::Uninitialized && !t.resolved) continue;
-    if (!prefix.empty() && !under(t.name)) continue;
+    if (!counted(ck, s, k) || (!prefix.empty() && !under(t.name))) continue;
     const std::string name = t.name.substr(prefix.size());
     place(name, t.bytes, is_floating(t.dtype) ? static_cast<uint64_t>(t.numel) * 4 : t.bytes);
     if (t.kind == TensorKind::Buffer && name.find('.') == std::string::npos) root_buffers.insert(name);
@@ -265,15 +283,7 @@ std::optional<CommandEstimate> command_estimate(const Checkpoint& ck, const Same
   c.float32_total = b.total32;
   c.largest = b.largest32;
   c.largest_layers = b.largest_layers32;
-  for (const std::string& d : dtypes) {
-    const DtypeRule& rule = *dtype_rule(d);
-    MemoryRow r;
-    r.dtype = d;
-    r.total = static_cast<double>(b.total32) / rule.divisor;
-    r.largest = static_cast<double>(b.largest32) / rule.divisor;
-    r.training = estimate_training_usage(b.total32, d);
-    c.rows.push_back(r);
-  }
+  for (const std::string& d : dtypes) c.rows.push_back(converted_row(d, b.total32, b.largest32));
   return c;
 }
 
@@ -352,22 +362,14 @@ MemoryReport estimate_memory(const Checkpoint& ck, const SameTensor& s, const Me
   MemoryReport m;
   // The weights' facts (embedding, numbered layers, attention projections) for the buffers and the KV cache.
   const HfWeights w = ck.hf && ck.hf->error.empty() ? hf_weights(ck) : HfWeights{};
-  if (ck.hf && ck.hf->error.empty()) {
-    std::set<std::string> names;
-    for (const Tensor& t : ck.tensors) names.insert(t.name);
-    m.extra_buffers = extra_buffers(*ck.hf, w, names);
-  }
+  if (ck.hf && ck.hf->error.empty()) m.extra_buffers = extra_buffers(*ck.hf, w, ck.tensors);
   const Measured all = measure(ck, s, m.extra_buffers, "");
-  m.own_dtype = most_bytes_float_dtype(ck.tensors, [&](size_t k) {
-    const Tensor& t = ck.tensors[k];
-    return (s.size() <= k || s[k] == k) && !(t.state == TensorState::Uninitialized && !t.resolved);
-  });
+  m.own_dtype = most_bytes_float_dtype(ck.tensors, [&](size_t k) { return counted(ck, s, k); });
   m.total = all.total;
   m.float32_total = all.total32;
   m.largest = all.largest;
   m.largest_layers = all.largest_layers;
   m.no_split = all.no_split;
-  const uint64_t largest32 = all.largest32;
 
   // Rows: the file's own dtype exactly, then accelerate's conversions of the float32 size.
   std::vector<std::string> dtypes = o.dtypes;
@@ -376,22 +378,13 @@ MemoryReport estimate_memory(const Checkpoint& ck, const SameTensor& s, const Me
     for (const DtypeRule& r : kDtypes)
       if (r.name != m.own_dtype) dtypes.push_back(r.name);
   }
-  const auto f32_largest = static_cast<double>(largest32);
   for (const std::string& d : dtypes) {
-    MemoryRow r;
-    r.dtype = d;
-    r.own = d == m.own_dtype;
-    const DtypeRule& rule = *dtype_rule(d);
-    if (r.own) {
+    MemoryRow r = converted_row(d, m.float32_total, all.largest32);
+    if (d == m.own_dtype) {  // the file's own dtype: its exact bytes
+      r.own = true;
       r.total = static_cast<double>(m.total);
       r.largest = static_cast<double>(m.largest);
-    } else {
-      r.total = static_cast<double>(m.float32_total) / rule.divisor;
-      r.largest = f32_largest / rule.divisor;
     }
-    // Every row's training from the float32 size, as accelerate's command derives it: training in mixed
-    // precision keeps float32 master weights and Adam's states whatever dtype the file was saved in.
-    r.training = estimate_training_usage(m.float32_total, d);
     m.rows.push_back(r);
   }
 

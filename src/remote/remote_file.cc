@@ -171,8 +171,10 @@ void RemoteFile::validate(const Response& resp) const {
   }
 }
 
+bool RemoteFile::marked(uint64_t b) const { return (bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1; }
+
 bool RemoteFile::block_present(uint64_t b) const {
-  if ((bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1) return true;
+  if (marked(b)) return true;
   return (b + 1) * kBlock <= head_.load(std::memory_order_acquire) || b * kBlock >= tail_.load(std::memory_order_acquire);
 }
 
@@ -187,7 +189,7 @@ bool RemoteFile::present(uint64_t off, uint64_t len) const {
   const uint64_t hi = std::min(off + len, tail_.load(std::memory_order_acquire));
   if (lo >= hi) return true;
   for (uint64_t b = lo / kBlock, e = (hi - 1) / kBlock; b <= e; ++b)
-    if (!((bits_[b / 64].load(std::memory_order_acquire) >> (b % 64)) & 1)) return false;
+    if (!marked(b)) return false;
   return true;
 }
 
@@ -222,14 +224,7 @@ void RemoteFile::fill(uint64_t off, uint64_t len) const {
   // Runs of missing blocks, each grown to the first range's size over missing neighbours (forwards, then
   // backwards where the file ends), never into a block present or taken by the next run.
   const uint64_t min_blocks = kFirstRange / kBlock;
-  std::vector<std::pair<uint64_t, uint64_t>> runs;
-  for (uint64_t b = b0; b <= b1; ++b) {
-    if (block_present(b)) continue;
-    uint64_t e = b;
-    while (e + 1 <= b1 && !block_present(e + 1)) ++e;
-    runs.emplace_back(b, e);
-    b = e;
-  }
+  std::vector<std::pair<uint64_t, uint64_t>> runs = missing_runs(b0, b1);
   for (size_t i = 0; i < runs.size(); ++i) {
     auto& [x, y] = runs[i];
     const uint64_t limit = i + 1 < runs.size() ? runs[i + 1].first : blocks_;
@@ -278,18 +273,21 @@ void RemoteFile::fetch_runs(std::vector<std::pair<uint64_t, uint64_t>> runs, uin
   });
 }
 
-void RemoteFile::fetch_span(uint64_t first, uint64_t end) const {
-  end = std::min(end, size_);
-  if (end <= first) return;
+std::vector<std::pair<uint64_t, uint64_t>> RemoteFile::missing_runs(uint64_t b0, uint64_t b1) const {
   std::vector<std::pair<uint64_t, uint64_t>> runs;
-  for (uint64_t b = first / kBlock, last = (end - 1) / kBlock; b <= last; ++b) {
+  for (uint64_t b = b0; b <= b1; ++b) {
     if (block_present(b)) continue;
     uint64_t e = b;
-    while (e + 1 <= last && !block_present(e + 1)) ++e;
+    while (e + 1 <= b1 && !block_present(e + 1)) ++e;
     runs.emplace_back(b, e);
     b = e;
   }
-  fetch_runs(std::move(runs), kPlanSplit);
+  return runs;
+}
+
+void RemoteFile::fetch_span(uint64_t first, uint64_t end) const {
+  end = std::min(end, size_);
+  if (end > first) fetch_runs(missing_runs(first / kBlock, (end - 1) / kBlock), kPlanSplit);
 }
 
 void RemoteFile::plan() const {

@@ -90,7 +90,10 @@ class RemoteFile : public FileSource {
   void plan_safetensors() const;
   // Takes a response's bytes at `at` (the first request's, in a buffer of its own) as present.
   void take_first(const uint8_t* bytes, uint64_t at, uint64_t len);
-  bool block_present(uint64_t b) const;
+  bool marked(uint64_t b) const;  // the bitmap's bit alone
+  bool block_present(uint64_t b) const;  // marked, or wholly within head_ / tail_
+  // The runs [first, last] of blocks in [b0, b1] not present.
+  std::vector<std::pair<uint64_t, uint64_t>> missing_runs(uint64_t b0, uint64_t b1) const;
   // A ranged request of the file as it stands (URL after redirects, credentials, If-Range); `keep` holds
   // the credentials it points to.
   Request request(uint64_t first, uint64_t last, uint8_t* dst, std::shared_ptr<const Auth>* keep) const;
