@@ -47,6 +47,15 @@ int rank(Severity s) { return s == Severity::Info ? 0 : s == Severity::Warning ?
 
 }  // namespace
 
+// --fail-on LEVEL (CLI11 checked the name): the lowest severity that fails; nullopt for never.
+std::optional<Severity> fail_on_severity(const std::string& level) {
+  for (const Severity s : {Severity::Info, Severity::Warning, Severity::Error})
+    if (level == to_string(s)) return s;
+  return std::nullopt;
+}
+
+std::string fail_on_name(std::optional<Severity> fail_at) { return fail_at ? to_string(*fail_at) : "never"; }
+
 void setup_check(CLI::App& app, CheckOptions& o) {
   auto* sub = app.add_subcommand("check", "Compile, load and security findings, with an exit code for CI");
   add_input_options(sub, o.inputs, "Checkpoint to check", true);
@@ -58,10 +67,11 @@ void setup_check(CLI::App& app, CheckOptions& o) {
          {"text", "json", "jsonl", "sarif"});
   sub->add_flag("--json", o.json, "Same as --format json");
   sub->add_flag("--jsonl", o.jsonl, "Same as --format jsonl");
-  one_of(sub->add_option("--fail-on", o.fail_on,
-                         "Exit 1 when a finding reaches this severity; a file that was not (fully) scanned exits 3 "
-                         "unless this is never")
-             ->default_val("error")
+  one_of(sub->add_option_function<std::string>(
+                "--fail-on", [&o](const std::string& level) { o.fail_at = fail_on_severity(level); },
+                "Exit 1 when a finding reaches this severity; a file that was not (fully) scanned exits 3 "
+                "unless this is never")
+             ->default_str(fail_on_name(o.fail_at))
              ->type_name("LEVEL"),
          {"info", "warning", "error", "never"});
   std::string ids;
@@ -90,13 +100,6 @@ void setup_check(CLI::App& app, CheckOptions& o) {
   add_limit_option(sub, o);
 }
 
-// --fail-on LEVEL (CLI11 checked the name): the lowest severity that fails; nullopt for never.
-static std::optional<Severity> fail_on_severity(const std::string& level) {
-  for (const Severity s : {Severity::Info, Severity::Warning, Severity::Error})
-    if (level == to_string(s)) return s;
-  return std::nullopt;
-}
-
 int run_check(const CheckOptions& o) {
   refuse_format_conflicts(o.format, !o.format.empty(), o.json, o.jsonl);
   const OutputFormat format = output_format(o.format, o.json, o.jsonl);
@@ -115,7 +118,7 @@ int run_check(const CheckOptions& o) {
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
   (void)json_shape(format, in.several);  // --json with several results: a usage error naming --jsonl
-  const std::optional<Severity> fail_at = fail_on_severity(o.fail_on);  // nullopt: never
+  const std::optional<Severity> fail_at = o.fail_at;
   const int threshold = fail_at ? rank(*fail_at) : 99;
   const bool never = !fail_at;
   std::vector<CheckReport> reports(in.items.size());  // SARIF: one log of them all, written at the end
@@ -163,7 +166,7 @@ int run_check(const CheckOptions& o) {
     CheckReport& rep = reports[index];
     rep.file = vfs::display(item.name);
     rep.format = result.format;
-    rep.fail_on = o.fail_on;
+    rep.fail_on = fail_on_name(fail_at);
     rep.never = never;
     rep.read_error = result.read_error;
     rep.scanned = result.scanned;
@@ -206,7 +209,7 @@ int run_check(const CheckOptions& o) {
     size_t by[4] = {0, 0, 0, 0};  // pass, fail, incomplete, unscanned: CheckStatus's order
     for (const CheckReport& r : reports) ++by[static_cast<size_t>(r.status())];
     fmt::print("{} file(s): {} ok, {} failed, {} incomplete, {} not scanned; --fail-on {}: exit {}\n", reports.size(), by[0],
-               by[1], by[2], by[3], o.fail_on, rc);
+               by[1], by[2], by[3], fail_on_name(fail_at), rc);
   }
   return rc;
 }

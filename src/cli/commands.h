@@ -4,6 +4,7 @@
 // binaries (load_setup.cc). Tests run the binaries (tests/cli), not these functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "cli/common.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/severity.h"
 #include "core/summary.h"
 
 namespace ckpt::cli {
@@ -50,7 +52,7 @@ struct CheckOptions : LimitOptions {
   InputOptions inputs;
   bool json = false, jsonl = false;  // the aliases of --format json / jsonl
   std::string format;  // text | json | jsonl | sarif; "" = text
-  std::string fail_on = "error";  // info | warning | error | never
+  std::optional<Severity> fail_at = Severity::Error;  // --fail-on: the lowest severity that fails; nullopt: never
   bool verify = false;  // --verify: every zip member's CRC-32 (core/integrity.h)
   bool values = false;  // --values: NaN / Inf per tensor
   std::vector<std::string> only;  // rule ids (comma-separated or repeated)
@@ -82,7 +84,7 @@ struct LoadOptions : LimitOptions, TextOrJsonOptions {
   std::string dtype;  // convert floating tensors ("float16", "bfloat16", ...)
   bool checksum = false;  // CRC-32 per tensor in the report
   bool tensors = false;  // text: list every tensor, not only the ones worth a look
-  std::string fail_on;  // "nonfinite": exit 1 when a loaded tensor holds NaN / Inf
+  bool fail_on_nonfinite = false;  // --fail-on nonfinite: exit 1 when a loaded tensor holds NaN / Inf
   // The streaming load (cuda; cpu with --stream): the ring and chunk sizes, 0 = the defaults (core/stream.h)
   bool stream = false;
   uint64_t ring_bytes = 0, chunk_bytes = 0;

@@ -67,11 +67,9 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(kb) * 1024;
 }
 
-// One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
-int load_one(const LoadOptions& o, size_t index, const std::string& file, bool several, std::FILE* out, double startup,
-             StagingRing* ring) {
-  const auto t0 = Clock::now();
-  const c10::Device device = torchb::parse_device(parse_device_option(o.device), o.device);
+// What materialize() is asked for: the device, --checksum, --stream, the run's ring and --dtype (a
+// floating dtype LibTorch has).
+torchb::MaterializeOptions materialize_options(const LoadOptions& o, const c10::Device& device, StagingRing* ring) {
   torchb::MaterializeOptions mo;
   mo.device = device;
   mo.checksum = o.checksum;
@@ -84,9 +82,11 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
       throw UsageError(fmt::format("--dtype {}: expected a floating dtype such as float16", o.dtype));
     mo.dtype = st;
   }
-  const Limits lim = o.resolve();
-  mo.stall_seconds = static_cast<double>(lim.stall_seconds);
+  return mo;
+}
 
+// The report's fields that the options and the device fix before anything is read.
+LoadReport report_of(const LoadOptions& o, const std::string& file, const c10::Device& device) {
   LoadReport rep;
   rep.file = vfs::display(file);  // a URL without its userinfo and its query's secrets
   rep.device = device.str();
@@ -95,6 +95,105 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   rep.dtype = o.dtype.empty() ? "" : std::string(dtype_by_name(o.dtype)->name);
   rep.strip_prefix = o.strip_prefix;
   rep.add_prefix = o.add_prefix;
+  return rep;
+}
+
+// The module FILE's tensors go into: --model's architecture, matched key by key before anything is
+// allocated (its own weights read, or left on meta with --empty-init), or FILE's own TorchScript code.
+struct Into {
+  std::unique_ptr<Checkpoint> arch;  // --model
+  std::optional<torch::jit::Module> module;
+};
+Into load_into(const LoadOptions& o, const Checkpoint& ck, const c10::Device& device, const Limits& lim,
+                   LoadReport& rep) {
+  Into tg;
+  if (o.model.empty()) {
+    if (ck.format == Format::TorchScript)
+      tg.module = torchb::load_structure(ck);  // LibTorch must be able to compile it (exit 3 naming missing ops)
+    return tg;
+  }
+  tg.arch = std::make_unique<Checkpoint>(read_checkpoint(o.model, lim));
+  const Checkpoint& arch = *tg.arch;
+  if (arch.format != Format::TorchScript)
+    throw UsageError(
+        fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch.format)));
+  rep.model = o.model;
+  std::vector<const Tensor*> file_keys, model_keys;
+  for (const Tensor& t : ck.tensors) file_keys.push_back(&t);
+  for (const Tensor& t : arch.tensors) model_keys.push_back(&t);
+  rep.match = match_keys(file_keys, model_keys, o.strip_prefix, o.add_prefix);
+  const auto ta = Clock::now();
+  if (o.empty_init) {
+    tg.module = torchb::load_structure(arch);  // meta: ARCH's weights are not read
+    rep.arch_bytes_skipped = summarize(arch).totals.storage_bytes;
+  } else {
+    tg.module = torchb::load_plain(arch, device);  // what a plain load does: ARCH's weights read and copied
+    rep.arch_bytes_read = summarize(arch).totals.storage_bytes;  // read even for meta, then moved there
+  }
+  rep.arch_seconds = since(ta);
+  return tg;
+}
+
+// Into the module: empty init assigns FILE's tensors (each byte written once); a plain load copies
+// them over the weights the architecture brought along.
+void fill_module(const LoadOptions& o, Into& tg, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                 const c10::Device& device, LoadReport& rep) {
+  std::map<std::string, at::Tensor> have;
+  for (auto& [name, t] : torchb::module_state(*tg.module)) have.emplace(name, t);
+  std::set<std::string> mismatched;
+  if (rep.match)
+    for (const KeyMismatch& m : rep.match->mismatched) mismatched.insert(m.key);
+  for (auto& [name, t] : tensors) {
+    auto it = have.find(name);
+    if (it == have.end() || mismatched.count(name)) continue;
+    if (o.empty_init || !tg.arch || device.is_meta()) {
+      torchb::assign(*tg.module, name, t);
+    } else {
+      at::NoGradGuard no_grad;
+      it->second.copy_(t);
+      rep.bytes_written_twice += static_cast<uint64_t>(t.numel()) * t.element_size();
+    }
+  }
+  if (tg.arch && o.empty_init) {
+    size_t left = 0;
+    for (auto& [name, t] : torchb::module_state(*tg.module)) left += t.is_meta() && !device.is_meta();
+    if (left) rep.notes.push_back(fmt::format("{} tensors of the model were not in FILE and stay on meta", left));
+  }
+}
+
+// The notes that end a report; true when the load fails (exit 1) for what they say: nothing loaded, or
+// --fail-on nonfinite and a NaN / Inf.
+bool closing_notes(const LoadOptions& o, const Checkpoint& ck, LoadReport& rep) {
+  const auto& cs = ck.torchscript.constants;
+  const bool constants = ck.format == Format::TorchScript && cs && cs->tensors > 0;
+  if (constants)
+    rep.notes.push_back(
+        fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
+                    "loads them with the code; they are not listed here",
+                    cs->tensors));
+  // A load that loaded nothing is no success: say why, exit 1 (as an incomplete load).
+  const bool nothing = rep.tensors == 0;
+  if (nothing)
+    rep.notes.push_back(constants ? "nothing loaded: the archive has no parameters or buffers (its constants load with the code)"
+                                  : "nothing loaded: the file holds no tensors");
+  const bool nonfinite = o.fail_on_nonfinite && (rep.nan > 0 || rep.inf > 0);
+  if (nonfinite) {
+    size_t n = 0;
+    for (const LoadedTensor& t : rep.rows) n += t.stats.nan || t.stats.inf;
+    rep.notes.push_back(fmt::format("--fail-on nonfinite: {} tensor(s) hold NaN or Inf ({} NaN, {} Inf)", n, rep.nan, rep.inf));
+  }
+  return nothing || nonfinite;
+}
+
+// One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
+int load_one(const LoadOptions& o, const DeviceSpec& spec, const std::string& file, size_t index, bool several,
+             std::FILE* out, double startup, StagingRing* ring) {
+  const auto t0 = Clock::now();
+  const c10::Device device = torchb::parse_device(spec, o.device);
+  torchb::MaterializeOptions mo = materialize_options(o, device, ring);
+  const Limits lim = o.resolve();
+  mo.stall_seconds = static_cast<double>(lim.stall_seconds);
+  LoadReport rep = report_of(o, file, device);
 
   // Freed with the load when it fails or when other inputs follow; with one input kept until exit (CPU
   // tensors are views of its mapping; see summary.cc on not freeing at exit).
@@ -105,32 +204,7 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   double pre_seconds = 0.0;
   std::optional<std::vector<TensorCheck>> prechecked;
   if (device.is_cpu()) prechecked = read_prechecked(index, *ck, o.checksum, &pre_seconds);
-
-  // --model: the architecture, matched key by key before anything is allocated.
-  std::unique_ptr<Checkpoint> arch;
-  std::optional<torch::jit::Module> module;
-  if (!o.model.empty()) {
-    arch = std::make_unique<Checkpoint>(read_checkpoint(o.model, lim));
-    if (arch->format != Format::TorchScript)
-      throw UsageError(
-          fmt::format("--model {}: expected a TorchScript archive (torch.jit.save), got {}", o.model, to_string(arch->format)));
-    rep.model = o.model;
-    std::vector<const Tensor*> file_keys, model_keys;
-    for (const Tensor& t : ck->tensors) file_keys.push_back(&t);
-    for (const Tensor& t : arch->tensors) model_keys.push_back(&t);
-    rep.match = match_keys(file_keys, model_keys, o.strip_prefix, o.add_prefix);
-    const auto ta = Clock::now();
-    if (o.empty_init) {
-      module = torchb::load_structure(*arch);  // meta: ARCH's weights are not read
-      rep.arch_bytes_skipped = summarize(*arch).totals.storage_bytes;
-    } else {
-      module = torchb::load_plain(*arch, device);  // what a plain load does: ARCH's weights read and copied
-      rep.arch_bytes_read = summarize(*arch).totals.storage_bytes;  // read even for meta, then moved there
-    }
-    rep.arch_seconds = since(ta);
-  } else if (ck->format == Format::TorchScript) {
-    module = torchb::load_structure(*ck);  // LibTorch must be able to compile it (exit 3 naming missing ops)
-  }
+  Into tg = load_into(o, *ck, device, lim, rep);
 
   std::vector<torchb::Target> targets;
   for (const Tensor& t : ck->tensors) targets.push_back({renamed_key(t.name, o.strip_prefix, o.add_prefix), &t});
@@ -145,50 +219,9 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   auto tensors = torchb::materialize(*ck, targets, mo, rep);
   rep.load_seconds = since(tl);
   progress.clear();
+  if (tg.module) fill_module(o, tg, tensors, device, rep);
+  const bool failed = closing_notes(o, *ck, rep);
 
-  if (module) {
-    // Into the module: empty init assigns FILE's tensors (each byte written once); a plain load copies
-    // them over the weights the architecture brought along.
-    std::map<std::string, at::Tensor> have;
-    for (auto& [name, t] : torchb::module_state(*module)) have.emplace(name, t);
-    std::set<std::string> mismatched;
-    if (rep.match)
-      for (const KeyMismatch& m : rep.match->mismatched) mismatched.insert(m.key);
-    for (auto& [name, t] : tensors) {
-      auto it = have.find(name);
-      if (it == have.end() || mismatched.count(name)) continue;
-      if (o.empty_init || !arch || device.is_meta()) {
-        torchb::assign(*module, name, t);
-      } else {
-        at::NoGradGuard no_grad;
-        it->second.copy_(t);
-        rep.bytes_written_twice += static_cast<uint64_t>(t.numel()) * t.element_size();
-      }
-    }
-    if (arch && o.empty_init) {
-      size_t left = 0;
-      for (auto& [name, t] : torchb::module_state(*module)) left += t.is_meta() && !device.is_meta();
-      if (left) rep.notes.push_back(fmt::format("{} tensors of the model were not in FILE and stay on meta", left));
-    }
-  }
-  if (const auto& cs = ck->torchscript.constants; ck->format == Format::TorchScript && cs && cs->tensors > 0)
-    rep.notes.push_back(
-        fmt::format("{} tensor(s) are TorchScript constants (constants.pkl, e.g. frozen weights): LibTorch "
-                    "loads them with the code; they are not listed here",
-                    cs->tensors));
-
-  // A load that loaded nothing is no success: say why, exit 1 (as an incomplete load).
-  const bool nothing = rep.tensors == 0;
-  if (nothing)
-    rep.notes.push_back(ck->format == Format::TorchScript && ck->torchscript.constants && ck->torchscript.constants->tensors
-                            ? "nothing loaded: the archive has no parameters or buffers (its constants load with the code)"
-                            : "nothing loaded: the file holds no tensors");
-  const bool nonfinite = o.fail_on == "nonfinite" && (rep.nan > 0 || rep.inf > 0);
-  if (nonfinite) {
-    size_t n = 0;
-    for (const LoadedTensor& t : rep.rows) n += t.stats.nan || t.stats.inf;
-    rep.notes.push_back(fmt::format("--fail-on nonfinite: {} tensor(s) hold NaN or Inf ({} NaN, {} Inf)", n, rep.nan, rep.inf));
-  }
   rep.startup_seconds = startup;
   rep.seconds = startup + since(t0);
   rep.peak_rss = peak_rss_bytes();
@@ -200,9 +233,9 @@ int load_one(const LoadOptions& o, size_t index, const std::string& file, bool s
   // they do on every error; one input's stay until exit.
   if (!several) {
     keep_until_exit(ck);
-    keep_until_exit(arch);
+    keep_until_exit(tg.arch);
   }
-  return rep.incomplete() || nothing || nonfinite ? kExitFindings : kExitOk;
+  return rep.incomplete() || failed ? kExitFindings : kExitOk;
 }
 
 }  // namespace
@@ -227,7 +260,7 @@ int run_load(const LoadOptions& o) {
     };
   return run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE*) {
     // ckpt-torch's start-up counts once, in the first file's time.
-    return load_one(o, index, item.name, in.several, out, index == 0 ? startup : 0.0, ring.get());
+    return load_one(o, spec, item.name, index, in.several, out, index == 0 ? startup : 0.0, ring.get());
   });
 }
 

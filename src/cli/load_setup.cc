@@ -46,9 +46,10 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   byte_size(sub->add_option("--chunk", o.chunk_bytes,
                             "cuda, cpu --stream: one staging buffer (one read, one copy), 4M by default, at least 64k")
                 ->type_name("SIZE"));
-  one_of(sub->add_option("--fail-on", o.fail_on,
-                         "nonfinite: exit 1 when a loaded tensor holds NaN or Inf (the table lists each with its "
-                         "counts); cpu and cuda, which read every value")
+  one_of(sub->add_option_function<std::string>(
+                "--fail-on", [&o](const std::string&) { o.fail_on_nonfinite = true; },  // its one value, checked
+                "nonfinite: exit 1 when a loaded tensor holds NaN or Inf (the table lists each with its "
+                "counts); cpu and cuda, which read every value")
              ->type_name("WHAT"),
          {"nonfinite"});
   add_color_option(sub);
@@ -72,7 +73,7 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
     for (const char* opt : {"--ring", "--chunk"})
       if (sub.count(opt)) throw UsageError(fmt::format("{} is for --device cuda or --stream (the streaming load)", opt));
   if (sub.count("--chunk") && o.chunk_bytes < (64u << 10)) throw UsageError("--chunk: at least 64k");
-  if (o.fail_on == "nonfinite" && kind == DeviceSpec::Kind::Meta)
+  if (o.fail_on_nonfinite && kind == DeviceSpec::Kind::Meta)
     throw UsageError("--fail-on nonfinite needs --device cpu or cuda (meta reads no value)");
   if (sub.count("--ring") && o.ring_bytes < ring_shape(RingOptions{o.chunk_bytes, 0, 0}).chunk)
     throw UsageError("--ring: at least one --chunk (4M by default)");

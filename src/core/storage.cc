@@ -86,6 +86,16 @@ bool loadable_layout(const Tensor& t) {
   return t.layout == Layout::Quantized && t.x->qscheme == "per_tensor_affine" && t.dtype && t.dtype->pack == 1 && is_contiguous(t);
 }
 
+Unread why_not_loaded(const Tensor& t, bool streamed, bool (*makes)(const DType&)) {
+  if (t.state == TensorState::Uninitialized) return Unread::Lazy;
+  if (!t.dtype || (makes && !makes(*t.dtype))) return Unread::Dtype;
+  if (!loadable_layout(t) || t.dtype->pack != 1) return Unread::Layout;
+  if (t.layout == Layout::Quantized && streamed) return Unread::QuantizedStreamed;
+  if (t.state == TensorState::Meta) return Unread::Meta;
+  if (t.storage.empty()) return Unread::NoStorage;
+  return Unread::No;
+}
+
 Dims contiguous_strides(std::span<const int64_t> shape) {
   Dims stride;
   stride.resize(shape.size(), 1);

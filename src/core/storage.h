@@ -56,6 +56,12 @@ bool is_contiguous(std::span<const int64_t> shape, std::span<const int64_t> stri
 bool is_contiguous(const Tensor& t);
 // Layouts `ckpt load` materializes: strided, and contiguous per-tensor affine qint8 / quint8 / qint32.
 bool loadable_layout(const Tensor& t);
+// Why `ckpt load` leaves a tensor's bytes unread, in the order it asks: lazy (no shape), a dtype it cannot
+// make, a layout or packing it does not materialize, quantized on a streamed load (cuda, --stream), a meta
+// tensor, no storage of its own (a pickled wrapper subclass). Unread::No: the load reads them.
+enum class Unread : uint8_t { No, Lazy, Dtype, Layout, QuantizedStreamed, Meta, NoStorage };
+// `makes` says whether the caller can make the dtype (LibTorch's own list); nullptr: every known dtype.
+Unread why_not_loaded(const Tensor& t, bool streamed, bool (*makes)(const DType&) = nullptr);
 
 // Puts the dimensions of `shape`, and the same dimensions of each stride list in `strides` (each as long
 // as `shape`), in the order of the first list's strides, largest first (ties keep their order), and drops

@@ -91,10 +91,8 @@ struct StreamLoad::Plan {
 
 namespace {
 
-bool eligible(const Tensor* t) {
-  return t && t->state == TensorState::Materialized && t->dtype && t->dtype->pack == 1 && !t->storage.empty() &&
-         loadable_layout(*t);
-}
+// The sink takes a quantized tensor's bytes as any other's: whether to stream them is the caller's choice.
+bool eligible(const Tensor* t) { return t && why_not_loaded(*t, false) == Unread::No; }
 
 // Where a piece of a storage that starts at file offset `f` may end, as late as possible but not past
 // `limit`: element-aligned (a multiple of 16 from the storage's start) and, where the storage starts on

@@ -116,11 +116,8 @@ c10::Storage borrowed_storage(const uint8_t* p, uint64_t n) {
   return c10::Storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(n), std::move(ptr), nullptr, false);
 }
 
-// Whether the loop below materializes `t` from its storage's bytes (not skipped, not left on meta).
-bool reads_bytes(const Tensor& t, const c10::Device& device, bool stream) {
-  return t.state == TensorState::Materialized && t.dtype && scalar_type(*t.dtype) && loadable_layout(t) && t.dtype->pack == 1 &&
-         !t.storage.empty() && !(t.layout == Layout::Quantized && (device.is_cuda() || stream));
-}
+
+bool libtorch_makes(const DType& d) { return scalar_type(d).has_value(); }
 
 at::Tensor view_of(const Tensor& t, const c10::Storage& storage, const c10::Device& device) {
   return at::empty({0}, at::TensorOptions().dtype(*scalar_type(*t.dtype)).device(device)).set_(storage, t.offset, t.shape, t.stride);
@@ -139,7 +136,7 @@ Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const
   if (!o.ring) throw std::logic_error("materialize: a streaming load without its ring");
   const auto tp = Clock::now();
   std::vector<const Tensor*> list;
-  for (const Target& tg : targets) list.push_back(reads_bytes(*tg.tensor, o.device, o.stream) ? tg.tensor : nullptr);
+  for (const Target& tg : targets) list.push_back(why_not_loaded(*tg.tensor, true, &libtorch_makes) == Unread::No ? tg.tensor : nullptr);
   StreamLoad load(ck, index, list);
   const double plan = std::chrono::duration<double>(Clock::now() - tp).count();
   std::unique_ptr<TensorSink> sink = make_tensor_sink(o.device);
@@ -200,151 +197,204 @@ Streamed stream_to_device(const Checkpoint& ck, const StorageIndex& index, const
 
 }  // namespace
 
-std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
-                                                            const MaterializeOptions& o, LoadReport& rep) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  StorageIndex index(ck);
-  const bool meta = o.device.is_meta(), cuda = o.device.is_cuda(), streamed = cuda || o.stream;
+namespace {
+
+// The reason a load row gives for a tensor whose bytes it leaves unread (core's Unread, in LibTorch's words).
+std::string unread_text(Unread u, const Tensor& t, const std::string& dtype, const MaterializeOptions& o) {
+  switch (u) {
+    case Unread::Lazy:
+      return std::string("uninitialized (lazy) ") + (t.kind == TensorKind::Buffer ? "buffer" : "parameter") +
+             ": no shape until a forward";
+    case Unread::Dtype: return fmt::format("dtype {} is unknown to LibTorch {}", dtype, libtorch_version());
+    case Unread::Layout:
+      return t.layout == Layout::Quantized
+                 ? fmt::format("{} {} tensors are not materialized by ckpt load", t.x->qscheme, dtype)
+                 : fmt::format("{} tensors are not materialized by ckpt load",
+                               t.layout == Layout::Strided ? dtype : t.layout_text());
+    case Unread::QuantizedStreamed:
+      return o.device.is_cuda() ? fmt::format("quantized tensors load on cpu and meta only (asked: {})", o.device.str())
+                                : std::string("quantized tensors are not streamed (load them without --stream)");
+    case Unread::NoStorage:  // a pickled wrapper (TwoTensor, ...): no storage of its own
+      return fmt::format("tensor subclass {} keeps its data in a pickled object, which ckpt does not build", t.x->subclass);
+    case Unread::No:
+    case Unread::Meta: break;
+  }
+  return {};
+}
+
+// One materialize() call: each target becomes a row of the report and, unless skipped, a tensor on
+// meta, on the cpu (over the file's bytes where they are aligned, else a copy) or on the device.
+class Materializer {
+ public:
+  Materializer(const Checkpoint& ck, const MaterializeOptions& o, LoadReport& rep)
+      : ck_(ck), o_(o), rep_(rep), index_(ck), meta_(o.device.is_meta()), cuda_(o.device.is_cuda()),
+        streamed_(cuda_ || o.stream) {}
+
+  std::vector<std::pair<std::string, at::Tensor>> run(const std::vector<Target>& targets) {
+    read_and_check(targets);
+    for (size_t k = 0; k < targets.size(); ++k) {
+      const Target& tg = targets[k];
+      const Tensor& t = *tg.tensor;
+      LoadedTensor row;
+      row.name = tg.name;
+      row.dtype = t.dtype ? std::string(t.dtype->name) : "?";
+      row.shape = t.shape;
+      row.shape_known = !(t.state == TensorState::Uninitialized && !t.resolved);
+      ++rep_.tensors;
+      const Unread u = why_not_loaded(t, streamed_, &libtorch_makes);
+      if (u == Unread::Meta || (meta_ && (u == Unread::No || u == Unread::NoStorage))) {
+        on_meta(tg, t, std::move(row));
+      } else if (u == Unread::No) {
+        from_bytes(tg, t, checks_[k], std::move(row));
+      } else {
+        if (u == Unread::NoStorage && t.x->subclass.empty())
+          throw InputError(ck_.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
+        std::string why = unread_text(u, t, row.dtype, o_);
+        skip(std::move(row), std::move(why));
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
   struct Made {
     c10::Storage storage;
     ByteView bytes;
   };
-  std::unordered_map<const Storage*, Made> made;
+
   // cpu: every byte read and checked first, on every core (or by the parent ckpt process), then the
   // tensors are wrapped / copied. cuda: checked while streamed.
-  std::vector<TensorCheck> checks;
-  if (streamed) {
-    Streamed st = stream_to_device(ck, index, targets, o, rep);
-    checks = std::move(st.checks);
-    for (auto& [s, storage] : st.storages) made.emplace(s, Made{std::move(storage), ByteView()});
-  } else if (!meta && o.prechecked && o.prechecked->size() == targets.size()) {
-    checks = *o.prechecked;
-  } else if (!meta) {
-    std::vector<const Tensor*> list;
-    for (const Target& tg : targets) list.push_back(tg.tensor);
-    checks = check_values(ck, index, list, o.checksum, std::max(1u, std::thread::hardware_concurrency()), o.progress);
+  void read_and_check(const std::vector<Target>& targets) {
+    if (streamed_) {
+      Streamed st = stream_to_device(ck_, index_, targets, o_, rep_);
+      checks_ = std::move(st.checks);
+      for (auto& [s, storage] : st.storages) made_.emplace(s, Made{std::move(storage), ByteView()});
+    } else if (!meta_ && o_.prechecked && o_.prechecked->size() == targets.size()) {
+      checks_ = *o_.prechecked;
+    } else if (!meta_) {
+      std::vector<const Tensor*> list;
+      for (const Target& tg : targets) list.push_back(tg.tensor);
+      checks_ = check_values(ck_, index_, list, o_.checksum, std::max(1u, std::thread::hardware_concurrency()), o_.progress);
+    }
+    if (checks_.empty()) checks_.resize(targets.size());  // meta: nothing read, nothing counted
   }
-  std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views;
 
-  for (size_t k = 0; k < targets.size(); ++k) {
-    const Target& tg = targets[k];
-    const Tensor& t = *tg.tensor;
-    LoadedTensor row;
-    row.name = tg.name;
-    row.dtype = t.dtype ? std::string(t.dtype->name) : "?";
-    row.shape = t.shape;
-    row.shape_known = !(t.state == TensorState::Uninitialized && !t.resolved);
-    ++rep.tensors;
-    auto skip = [&](std::string why) {
-      row.state = LoadState::Skipped;
-      row.reason = std::move(why);
-      ++rep.skipped;
-      rep.rows.push_back(std::move(row));
-    };
-    if (t.state == TensorState::Uninitialized) {
-      skip(std::string("uninitialized (lazy) ") + (t.kind == TensorKind::Buffer ? "buffer" : "parameter") +
-           ": no shape until a forward");
-      continue;
-    }
-    const auto st = t.dtype ? scalar_type(*t.dtype) : std::nullopt;
-    if (!st) {
-      skip(fmt::format("dtype {} is unknown to LibTorch {}", row.dtype, libtorch_version()));
-      continue;
-    }
-    const bool quantized = t.layout == Layout::Quantized;
-    if (!loadable_layout(t) || t.dtype->pack != 1) {
-      skip(quantized ? fmt::format("{} {} tensors are not materialized by ckpt load", t.x->qscheme, row.dtype)
-                     : fmt::format("{} tensors are not materialized by ckpt load",
-                                   t.layout == Layout::Strided ? row.dtype : t.layout_text()));
-      continue;
-    }
-    if (quantized && streamed) {
-      skip(cuda ? fmt::format("quantized tensors load on cpu and meta only (asked: {})", o.device.str())
-                : std::string("quantized tensors are not streamed (load them without --stream)"));
-      continue;
-    }
-    const auto opts = at::TensorOptions().dtype(*st);
-    if (t.state == TensorState::Meta || meta) {
-      at::Tensor x;
-      try {
-        x = quantized ? at::_empty_affine_quantized(t.shape, opts.device(c10::kMeta), t.x->q_scale, t.x->q_zero_point)
-                      : at::empty_strided(t.shape, t.stride, opts.device(c10::kMeta));
-      } catch (const c10::Error&) {
-        skip(fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout_text(), row.dtype));
-        continue;
-      }
-      if (o.dtype && x.is_floating_point()) x = x.to(*o.dtype);
-      row.dtype = dtype_name(x.scalar_type());
-      if (t.state == TensorState::Meta && !meta) {
-        row.state = LoadState::Meta;
-        row.reason = "meta tensor in the file: it has no data (load_state_dict: Cannot copy out of meta tensor)";
-        ++rep.meta;
-        ++rep.skipped;
-      } else {
-        row.state = LoadState::Loaded;
-        ++rep.loaded;
-        if (unique_views.insert({t.storage.empty() ? t.name : t.storage.str(), t.offset, t.shape, t.stride}).second)
-          rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
-      }
-      out.emplace_back(tg.name, std::move(x));
-      rep.rows.push_back(std::move(row));
-      continue;
-    }
+  void skip(LoadedTensor row, std::string why) {
+    row.state = LoadState::Skipped;
+    row.reason = std::move(why);
+    ++rep_.skipped;
+    rep_.rows.push_back(std::move(row));
+  }
 
-    if (t.storage.empty() && !t.x->subclass.empty()) {  // a pickled wrapper (TwoTensor, ...): no storage of its own
-      skip(fmt::format("tensor subclass {} keeps its data in a pickled object, which ckpt does not build", t.x->subclass));
-      continue;
-    }
-    const Storage* s = t.storage.empty() ? nullptr : index.find(t.storage);
-    if (!s) throw InputError(ck.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
-    checked_extent(ck, t, *s);
-    auto it = made.find(s);
-    if (it == made.end()) {
-      ByteView bytes = index.bytes(*s);
-      if (streamed)  // every storage reads_bytes() admits was streamed
-        throw std::logic_error(fmt::format("tensor '{}': storage '{}' was not streamed to the device", t.name, t.storage));
-      c10::Storage storage;
-      const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
-      if (!quantized && !StorageIndex::assembled(*s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
-        storage = borrowed_storage(bytes.data(), bytes.size());
-        rep.zero_copy_bytes += s->nbytes;
-      } else {
-        at::Tensor copy = at::empty({static_cast<int64_t>(s->nbytes)}, at::TensorOptions().dtype(at::kByte));
-        std::memcpy(copy.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-        storage = copy.storage();
-        rep.copied_bytes += s->nbytes;
-      }
-      rep.bytes_read += s->nbytes;
-      it = made.emplace(s, Made{std::move(storage), bytes}).first;
-    }
-    row.zero_copy = !streamed && it->second.storage.data() == static_cast<const void*>(it->second.bytes.data());
+  // Counts a tensor's bytes once per distinct view of a storage (a tied weight is one).
+  void count_view(std::string storage, const Tensor& t, const at::Tensor& x) {
+    if (unique_views_.insert({std::move(storage), t.offset, t.shape, t.stride}).second)
+      rep_.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
+  }
+
+  void loaded(const Target& tg, const Tensor& t, std::string storage, at::Tensor x, LoadedTensor row) {
+    row.state = LoadState::Loaded;
+    ++rep_.loaded;
+    count_view(std::move(storage), t, x);
+    out_.emplace_back(tg.name, std::move(x));
+    rep_.rows.push_back(std::move(row));
+  }
+
+  // A meta tensor of the file, or any tensor on --device meta: shape, strides and dtype only.
+  void on_meta(const Target& tg, const Tensor& t, LoadedTensor row) {
+    const auto opts = at::TensorOptions().dtype(*scalar_type(*t.dtype)).device(c10::kMeta);
     at::Tensor x;
-    if (quantized) {  // its own allocation, filled with the stored integers
-      x = at::_empty_affine_quantized(t.shape, opts, t.x->q_scale, t.x->q_zero_point);
-      std::memcpy(x.data_ptr(), it->second.bytes.data() + static_cast<uint64_t>(t.offset) * t.dtype->itemsize,
+    try {
+      x = t.layout == Layout::Quantized ? at::_empty_affine_quantized(t.shape, opts, t.x->q_scale, t.x->q_zero_point)
+                                        : at::empty_strided(t.shape, t.stride, opts);
+    } catch (const c10::Error&) {
+      std::string why = fmt::format("LibTorch {} cannot make a {} {} tensor on meta", libtorch_version(), t.layout_text(), row.dtype);
+      skip(std::move(row), std::move(why));
+      return;
+    }
+    if (o_.dtype && x.is_floating_point()) x = x.to(*o_.dtype);
+    row.dtype = dtype_name(x.scalar_type());
+    if (t.state == TensorState::Meta && !meta_) {
+      row.state = LoadState::Meta;
+      row.reason = "meta tensor in the file: it has no data (load_state_dict: Cannot copy out of meta tensor)";
+      ++rep_.meta;
+      ++rep_.skipped;
+      out_.emplace_back(tg.name, std::move(x));
+      rep_.rows.push_back(std::move(row));
+      return;
+    }
+    loaded(tg, t, t.storage.empty() ? t.name : t.storage.str(), std::move(x), std::move(row));
+  }
+
+  // The storage's c10::Storage: the device's copy (streamed), the file's own bytes where they are aligned
+  // for the dtype, else a copy; made once per storage.
+  const Made& storage_of(const Tensor& t, const Storage& s) {
+    auto it = made_.find(&s);
+    if (it != made_.end()) return it->second;
+    ByteView bytes = index_.bytes(s);
+    if (streamed_)  // every storage why_not_loaded() admits was streamed
+      throw std::logic_error(fmt::format("tensor '{}': storage '{}' was not streamed to the device", t.name, t.storage));
+    c10::Storage storage;
+    const uint64_t align = std::min<uint64_t>(t.dtype->itemsize, 16);
+    if (t.layout != Layout::Quantized && !StorageIndex::assembled(s) && reinterpret_cast<uintptr_t>(bytes.data()) % align == 0) {
+      storage = borrowed_storage(bytes.data(), bytes.size());
+      rep_.zero_copy_bytes += s.nbytes;
+    } else {
+      at::Tensor copy = at::empty({static_cast<int64_t>(s.nbytes)}, at::TensorOptions().dtype(at::kByte));
+      std::memcpy(copy.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+      storage = copy.storage();
+      rep_.copied_bytes += s.nbytes;
+    }
+    rep_.bytes_read += s.nbytes;
+    return made_.emplace(&s, Made{std::move(storage), bytes}).first->second;
+  }
+
+  // A tensor whose bytes were read (and checked): a view of its storage, or a quantized tensor's own copy.
+  void from_bytes(const Target& tg, const Tensor& t, const TensorCheck& check, LoadedTensor row) {
+    const Storage* s = index_.find(t.storage);
+    if (!s) throw InputError(ck_.path, fmt::format("tensor '{}': storage '{}' is not in the file", t.name, t.storage));
+    checked_extent(ck_, t, *s);
+    const Made& m = storage_of(t, *s);
+    row.zero_copy = !streamed_ && m.storage.data() == static_cast<const void*>(m.bytes.data());
+    at::Tensor x;
+    if (t.layout == Layout::Quantized) {  // its own allocation, filled with the stored integers
+      x = at::_empty_affine_quantized(t.shape, at::TensorOptions().dtype(*scalar_type(*t.dtype)), t.x->q_scale,
+                                      t.x->q_zero_point);
+      std::memcpy(x.data_ptr(), m.bytes.data() + static_cast<uint64_t>(t.offset) * t.dtype->itemsize,
                   static_cast<size_t>(t.bytes));
       row.zero_copy = false;
     } else {
-      x = view_of(t, it->second.storage, cuda ? o.device : c10::Device(c10::kCPU));
+      x = view_of(t, m.storage, cuda_ ? o_.device : c10::Device(c10::kCPU));
     }
-    row.stats = checks[k].stats;
-    row.crc32 = checks[k].crc32;
-    rep.nan += row.stats.nan;
-    rep.inf += row.stats.inf;
-    if (o.dtype && x.is_floating_point() && x.scalar_type() != *o.dtype) {
-      x = x.to(*o.dtype);
+    row.stats = check.stats;
+    row.crc32 = check.crc32;
+    rep_.nan += row.stats.nan;
+    rep_.inf += row.stats.inf;
+    if (o_.dtype && x.is_floating_point() && x.scalar_type() != *o_.dtype) {
+      x = x.to(*o_.dtype);
       row.zero_copy = false;
-      if (cuda) rep.device_bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
+      if (cuda_) rep_.device_bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
     }
     row.dtype = dtype_name(x.scalar_type());
-    row.state = LoadState::Loaded;
-    ++rep.loaded;
-    if (unique_views.insert({t.storage, t.offset, t.shape, t.stride}).second)
-      rep.bytes += static_cast<uint64_t>(x.numel()) * x.element_size();
-    out.emplace_back(tg.name, std::move(x));
-    rep.rows.push_back(std::move(row));
+    loaded(tg, t, t.storage.str(), std::move(x), std::move(row));
   }
-  return out;
+
+  const Checkpoint& ck_;
+  const MaterializeOptions& o_;
+  LoadReport& rep_;
+  StorageIndex index_;
+  const bool meta_, cuda_, streamed_;
+  std::unordered_map<const Storage*, Made> made_;
+  std::vector<TensorCheck> checks_;
+  std::set<std::tuple<std::string, int64_t, std::vector<int64_t>, std::vector<int64_t>>> unique_views_;
+  std::vector<std::pair<std::string, at::Tensor>> out_;
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> materialize(const Checkpoint& ck, const std::vector<Target>& targets,
+                                                            const MaterializeOptions& o, LoadReport& rep) {
+  return Materializer(ck, o, rep).run(targets);
 }
 
 }  // namespace ckpt::torchb
