@@ -99,7 +99,7 @@ struct ShardedRead {
   const ReadWhole read_whole;
   const std::string& index_path;
   const std::shared_ptr<MappedFile> file;  // the index
-  const ByteView v;  // its bytes, which name every error of the index
+  const ByteView v;  // the index's bytes: the index's errors are told through it (fail)
   std::optional<FastIndex> index;  // tensor -> shard
   std::vector<std::string> shards;  // sorted by file name
   std::vector<uint32_t> sorted_of;  // a file's place in `shards`
