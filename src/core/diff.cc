@@ -187,6 +187,272 @@ J state_side(const std::vector<Tensor>& ts) {
   return J{{"storages", ts.size()}, {"bytes", bytes}};
 }
 
+// A rename asked for that renames nothing is most likely a typo: said on stderr.
+void rename_warnings(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o, size_t exact, DiffResult& r) {
+  if (!o.strip_prefix.empty()) {
+    auto starts = [&](const Tensor& t) { return t.name.compare(0, o.strip_prefix.size(), o.strip_prefix) == 0; };
+    if (std::none_of(A.tensors.begin(), A.tensors.end(), starts) && std::none_of(B.tensors.begin(), B.tensors.end(), starts))
+      r.warnings.push_back(fmt::format("--strip-prefix '{}' matches no key in A or B", visible(o.strip_prefix)));
+  }
+  if (!o.add_prefix.empty() && exact == 0 && !A.tensors.empty())
+    r.warnings.push_back(fmt::format("--add-prefix '{}' gives no key of A a partner in B", visible(o.add_prefix)));
+}
+
+// A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes"). `exact`: the keys that pair by name.
+void detect_prefix(const RenamedKeys& in_a, const RenamedKeys& in_b, size_t exact, const DiffOptions& o, DiffResult& r) {
+  const std::vector<std::string> names_a(in_a.names.begin(), in_a.names.end());
+  std::unordered_set<std::string> set_b;
+  for (const std::string_view n : in_b.names) set_b.emplace(n);
+  const PrefixRename best = best_prefix_rename(names_a, set_b);
+  // A rename explains the files only when it pairs more keys than names do, and at least half of them.
+  if (best.op != PrefixRename::None && best.paired > exact && best.paired * 2 >= std::min(in_a.size(), in_b.size())) {
+    r.prefix_op = best.op == PrefixRename::Add ? "b_adds" : "b_removes";
+    r.prefix = best.prefix;
+    if (o.strip_prefix.empty() && o.add_prefix.empty()) {
+      // Stripped from both sides, the prefix pairs keys in either direction: say so when it pairs as many.
+      std::unordered_set<std::string> stripped_b;
+      for (const std::string_view n : in_b.names) stripped_b.insert(renamed_key(std::string(n), best.prefix, ""));
+      size_t paired = 0;
+      for (const std::string& n : names_a) paired += stripped_b.count(renamed_key(n, best.prefix, ""));
+      if (paired >= best.paired) r.hint_strip_prefix = best.prefix;
+    }
+  }
+}
+
+// The entry of B that A's (renamed) key pairs with, through the detected prefix rename if any.
+struct Partner {
+  const RenamedKeys& in_b;
+  const DiffResult& r;
+  std::string b_name;  // what a "b_adds" name is built in, reused from key to key
+  std::optional<size_t> operator()(std::string_view a_name) {  // a_name renamed
+    std::string_view name = a_name;
+    if (r.prefix_op == "b_adds") name = b_name.assign(r.prefix).append(a_name);
+    if (r.prefix_op == "b_removes") {
+      if (a_name.substr(0, r.prefix.size()) != r.prefix) return std::nullopt;
+      name = a_name.substr(r.prefix.size());
+    }
+    const uint32_t* k = in_b.find(name);
+    return k ? std::optional<size_t>(*k) : std::nullopt;
+  }
+};
+
+// Paired keys: the pair and its values' comparison, the rest read from the records at the end; only the
+// pairs that changed become TensorDiffs.
+struct Pair {
+  size_t a = 0, b = 0;
+  bool compared = false, comparable = true, values_equal = true, within = true;
+  double max_abs = 0.0, max_rel = 0.0;
+};
+
+// What pairing found: the pairs (in A's order), the entries of each side that have a partner, and the
+// value comparisons to run, the pairs' first (job_of: the pair of each), then the state tensors'.
+struct Pairing {
+  std::vector<bool> paired_a, paired_b;
+  std::vector<Pair> pairs;
+  std::vector<ValuePair> jobs;
+  std::vector<size_t> job_of;  // index in `pairs` of each job
+  Pairing(const Checkpoint& A, const Checkpoint& B) : paired_a(A.tensors.size(), false), paired_b(B.tensors.size(), false) {
+    pairs.reserve(std::min(A.tensors.size(), B.tensors.size()));
+  }
+};
+
+bool same_shape(const Tensor& a, const Tensor& b) {
+  auto shape_of = [](const Tensor& t) { return std::span<const int64_t>(t.shape.begin(), t.shape.end()); };
+  return std::ranges::equal(shape_of(a), shape_of(b));
+}
+
+std::string_view dtype_name(const Tensor& t) { return t.dtype ? std::string_view(t.dtype->name) : std::string_view("?"); }
+
+// Each key of A with its partner in B, and with --values the pairs whose bytes are compared.
+void pair_keys(const Checkpoint& A, const Checkpoint& B, const RenamedKeys& in_a, Partner& partner, const DiffOptions& o,
+               const StorageIndex& index_a, const StorageIndex& index_b, Pairing& p, DiffResult& r) {
+  for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
+    const Tensor& ta = A.tensors[ka];
+    const std::optional<size_t> kb = partner(in_a.names[ka]);
+    if (!kb) continue;
+    const Tensor* tb = &B.tensors[*kb];
+    p.paired_a[ka] = p.paired_b[*kb] = true;
+    ++r.paired;
+    Pair& d = p.pairs.emplace_back();
+    d.a = ka;
+    d.b = *kb;
+    if (o.values && same_shape(ta, *tb) && ta.state == tb->state) {
+      const View va = storage_view(A, ta, index_a), vb = storage_view(B, *tb, index_b);
+      if (va.bytes && vb.bytes) {
+        d.compared = true;
+        ++r.compared;
+        d.comparable = numeric(ta.dtype) && numeric(tb->dtype);
+        if (!d.comparable && ta.dtype != tb->dtype) {  // no common view: different by definition
+          d.values_equal = d.within = false;
+          continue;
+        }
+        p.jobs.push_back({&ta, tb, va.bytes, vb.bytes, va.file, vb.file});
+        p.job_of.push_back(p.pairs.size() - 1);
+      }
+    }
+  }
+}
+
+// Keys only one side has: a tied copy of a key both have (the other side saved the pair once), or
+// only in that side. Summary's same_tensor tells which entries are one tensor.
+void unpaired(const Checkpoint& ck, const std::vector<bool>& is_paired, char side, std::vector<std::string>& only,
+              std::vector<TiedDrop>& tied) {
+  if (std::all_of(is_paired.begin(), is_paired.end(), [](bool p) { return p; })) return;
+  const Summary s = summarize(ck);
+  std::unordered_map<size_t, size_t> paired_of_group;  // same_tensor -> the first paired entry of that tensor
+  for (size_t k = 0; k < ck.tensors.size(); ++k)
+    if (is_paired[k]) paired_of_group.emplace(s.same_tensor[k], k);
+  for (size_t k = 0; k < ck.tensors.size(); ++k) {
+    if (is_paired[k]) continue;
+    const Tensor& t = ck.tensors[k];
+    const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;  // no view: never tied
+    auto it = lazy ? paired_of_group.end() : paired_of_group.find(s.same_tensor[k]);
+    if (it != paired_of_group.end()) tied.push_back({t.name, side, ck.tensors[it->second].name});
+    else only.push_back(t.name);
+  }
+}
+
+ValueCompareOptions value_options(const DiffOptions& o) {
+  ValueCompareOptions vo;
+  vo.atol = o.atol;
+  vo.rtol = o.rtol;
+  vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  vo.piece_bytes = o.piece_bytes;
+  vo.window_bytes = o.window_bytes;
+  vo.wide_simd = o.wide_simd;
+  vo.promote = o.ignore_dtype;
+  vo.progress = o.progress;
+  return vo;
+}
+
+// The tensors outside the model (optimizer state): the same dtypes and sizes in the same order, and
+// with --values the same values (their pages are compared with the model's, in one pass).
+struct StateTensors {
+  std::vector<Tensor> a, b;
+  size_t jobs = 0;
+  bool layout_equal = true;
+};
+
+void add_state_jobs(const Checkpoint& A, const Checkpoint& B, const DiffOptions& o, const StorageIndex& index_a,
+                    const StorageIndex& index_b, StateTensors& st, std::vector<ValuePair>& jobs) {
+  st.a = state_tensors(A);
+  st.b = state_tensors(B);
+  st.layout_equal = st.a.size() == st.b.size();
+  for (size_t k = 0; st.layout_equal && k < st.a.size(); ++k)
+    st.layout_equal = st.a[k].dtype == st.b[k].dtype && st.a[k].numel == st.b[k].numel;
+  if (o.values && st.layout_equal)
+    for (size_t k = 0; k < st.a.size(); ++k) {
+      const View va = storage_view(A, st.a[k], index_a), vb = storage_view(B, st.b[k], index_b);
+      if (!va.bytes || !vb.bytes || !numeric(st.a[k].dtype)) continue;
+      jobs.push_back({&st.a[k], &st.b[k], va.bytes, vb.bytes, va.file, vb.file});
+      ++st.jobs;
+    }
+}
+
+// Each compared pair's result, from its job.
+void take_values(const std::vector<ValueDiff>& values, Pairing& p, DiffResult& r) {
+  for (size_t j = 0; j < p.job_of.size(); ++j) {
+    Pair& d = p.pairs[p.job_of[j]];
+    d.max_abs = values[j].max_abs;
+    d.max_rel = values[j].max_rel;
+    d.values_equal = values[j].equal;
+    d.within = values[j].within;
+    r.max_abs = std::max(r.max_abs, d.max_abs);
+  }
+}
+
+// Ties: per entry, the first entry that is the same tensor (Summary::same_tensor), looked for only in a
+// file with fewer storages than entries (no entry shares one otherwise). A pair whose entry is tied to an
+// earlier one on one side must be tied to that one's pair on the other; a tied partner that only one side
+// has (a copy safetensors dropped) says nothing.
+struct Ties {
+  std::vector<size_t> first_a, first_b;
+  std::vector<size_t> a_of_b;  // B's entry -> A's, for the ties B has
+  Ties(const Checkpoint& A, const Checkpoint& B, const std::vector<Pair>& pairs) : first_a(firsts(A)), first_b(firsts(B)) {
+    if (!first_b.empty()) {
+      a_of_b.assign(B.tensors.size(), SIZE_MAX);
+      for (const Pair& p : pairs) a_of_b[p.b] = p.a;
+    }
+  }
+  static std::vector<size_t> firsts(const Checkpoint& ck) {
+    return ck.storages.size() < ck.tensors.size() ? same_tensor_of(ck) : std::vector<size_t>();
+  }
+};
+
+// Each pair's verdict, counted, and a TensorDiff for each pair that changed.
+void compare_pairs(const Checkpoint& A, const Checkpoint& B, const RenamedKeys& in_a, Partner& partner, const DiffOptions& o,
+                   const std::vector<Pair>& pairs, DiffResult& r) {
+  const Ties ties(A, B, pairs);
+  auto first = [](const std::vector<size_t>& f, size_t k) { return f.empty() ? k : f[k]; };
+  for (const Pair& p : pairs) {
+    const Tensor& ta = A.tensors[p.a];
+    const Tensor& tb = B.tensors[p.b];
+    const bool dtype_changed = dtype_name(ta) != dtype_name(tb);
+    const bool shape_changed = !same_shape(ta, tb);
+    const bool state_changed = ta.state != tb.state;
+    // A tie removed (A's entry is an earlier one's tensor, B's is not that one's pair's) or added (the other way).
+    const size_t fa = first(ties.first_a, p.a), fb = first(ties.first_b, p.b);
+    bool tie_changed = false;
+    if (fa != p.a)
+      if (const std::optional<size_t> other = partner(in_a.names[fa])) tie_changed |= first(ties.first_b, *other) != fb;
+    if (fb != p.b && ties.a_of_b[fb] != SIZE_MAX) tie_changed |= first(ties.first_a, ties.a_of_b[fb]) != fa;
+    const bool differs =
+        shape_changed || state_changed || tie_changed || (dtype_changed && !o.ignore_dtype) || (p.compared && !p.within);
+    if (dtype_changed && o.ignore_dtype) ++r.dtype_ignored;
+    if (differs) ++r.differ;
+    else if (p.compared && !p.values_equal) ++r.within;
+    else ++r.same_pairs;
+    if (!dtype_changed && !shape_changed && !state_changed && !tie_changed && p.values_equal) continue;
+    TensorDiff& d = r.changed.emplace_back();
+    d.a = ta.name;
+    d.b = tb.name;
+    d.dtype_a = dtype_name(ta);
+    d.dtype_b = dtype_name(tb);
+    d.shape_a.assign(ta.shape.begin(), ta.shape.end());
+    d.shape_b.assign(tb.shape.begin(), tb.shape.end());
+    d.compared = p.compared;
+    d.comparable = p.comparable;
+    d.max_abs = p.max_abs;
+    d.max_rel = p.max_rel;
+    d.values_equal = p.values_equal;
+    d.within = p.within;
+    d.state_changed = state_changed;
+    if (fa != p.a) d.tied_a = A.tensors[fa].name;
+    if (fb != p.b) d.tied_b = B.tensors[fb].name;
+    d.tie_changed = tie_changed;
+    d.differs = differs;
+  }
+}
+
+// The metadata, each difference in A's order, then the state tensors': their layout, or with values
+// compared (the jobs after the pairs') how many changed.
+void compare_metadata(const Checkpoint& A, const Checkpoint& B, const StateTensors& st, const Pairing& p,
+                      const std::vector<ValueDiff>& values, DiffResult& r) {
+  r.metadata_compared = true;
+  const J ma = metadata_doc(A), mb = metadata_doc(B);
+  r.metadata_present = !ma.empty() || !mb.empty() || !st.a.empty() || !st.b.empty();
+  for (auto it = ma.begin(); it != ma.end(); ++it) {
+    auto jt = mb.find(it.key());
+    compare_json(*it, jt == mb.end() ? J() : *jt, true, jt != mb.end(), section_of(it.key()), it.key(), r.metadata);
+  }
+  for (auto jt = mb.begin(); jt != mb.end(); ++jt)
+    if (!ma.contains(jt.key())) compare_json(J(), *jt, false, true, section_of(jt.key()), jt.key(), r.metadata);
+  if (!st.layout_equal) {
+    r.metadata.push_back(MetaChange{"optimizer_state", "tensors outside the model", state_side(st.a), state_side(st.b),
+                                    !st.a.empty(), !st.b.empty()});
+  } else if (st.jobs > 0) {
+    MetaChange m{"optimizer_state", "tensors outside the model", state_side(st.a), state_side(st.b)};
+    m.within = true;
+    for (size_t j = p.job_of.size(); j < p.jobs.size(); ++j) {
+      if (values[j].equal) continue;
+      ++m.values_changed;
+      m.max_abs = std::max(m.max_abs, values[j].max_abs);
+      m.within = m.within && values[j].within;
+    }
+    if (m.values_changed > 0) r.metadata.push_back(std::move(m));
+  }
+}
+
 }  // namespace
 
 const char* to_string(DiffVerdict v) {
@@ -215,229 +481,27 @@ DiffResult diff_checkpoints(const Checkpoint& A, const Checkpoint& B, const Diff
   for (size_t k = 0; k < in_a.names.size(); ++k)
     if (*in_a.find(in_a.names[k]) == k) exact += in_b.find(in_a.names[k]) != nullptr;  // each name once
   r.keys_equal = exact == in_a.size() && exact == in_b.size();
+  rename_warnings(A, B, o, exact, r);
+  if (!r.keys_equal) detect_prefix(in_a, in_b, exact, o, r);
 
-  // A rename asked for that renames nothing is most likely a typo: said on stderr.
-  if (!o.strip_prefix.empty()) {
-    auto starts = [&](const Tensor& t) { return t.name.compare(0, o.strip_prefix.size(), o.strip_prefix) == 0; };
-    if (std::none_of(A.tensors.begin(), A.tensors.end(), starts) && std::none_of(B.tensors.begin(), B.tensors.end(), starts))
-      r.warnings.push_back(fmt::format("--strip-prefix '{}' matches no key in A or B", visible(o.strip_prefix)));
-  }
-  if (!o.add_prefix.empty() && exact == 0 && !A.tensors.empty())
-    r.warnings.push_back(fmt::format("--add-prefix '{}' gives no key of A a partner in B", visible(o.add_prefix)));
-
-  // A prefix that explains renames: B = P + A ("b_adds") or A = P + B ("b_removes").
-  if (!r.keys_equal) {
-    const std::vector<std::string> names_a(in_a.names.begin(), in_a.names.end());
-    std::unordered_set<std::string> set_b;
-    for (const std::string_view n : in_b.names) set_b.emplace(n);
-    const PrefixRename best = best_prefix_rename(names_a, set_b);
-    // A rename explains the files only when it pairs more keys than names do, and at least half of them.
-    if (best.op != PrefixRename::None && best.paired > exact && best.paired * 2 >= std::min(in_a.size(), in_b.size())) {
-      r.prefix_op = best.op == PrefixRename::Add ? "b_adds" : "b_removes";
-      r.prefix = best.prefix;
-      if (o.strip_prefix.empty() && o.add_prefix.empty()) {
-        // Stripped from both sides, the prefix pairs keys in either direction: say so when it pairs as many.
-        std::unordered_set<std::string> stripped_b;
-        for (const std::string_view n : in_b.names) stripped_b.insert(renamed_key(std::string(n), best.prefix, ""));
-        size_t paired = 0;
-        for (const std::string& n : names_a) paired += stripped_b.count(renamed_key(n, best.prefix, ""));
-        if (paired >= best.paired) r.hint_strip_prefix = best.prefix;
-      }
-    }
-  }
-  std::string b_name;
-  auto partner = [&](std::string_view a_name) -> std::optional<size_t> {  // a_name renamed
-    std::string_view name = a_name;
-    if (r.prefix_op == "b_adds") name = b_name.assign(r.prefix).append(a_name);
-    if (r.prefix_op == "b_removes") {
-      if (a_name.substr(0, r.prefix.size()) != r.prefix) return std::nullopt;
-      name = a_name.substr(r.prefix.size());
-    }
-    const uint32_t* k = in_b.find(name);
-    return k ? std::optional<size_t>(*k) : std::nullopt;
-  };
-
-  // Paired keys: the pair and its values' comparison, the rest read from the records at the end; only the
-  // pairs that changed become TensorDiffs.
-  struct Pair {
-    size_t a = 0, b = 0;
-    bool compared = false, comparable = true, values_equal = true, within = true;
-    double max_abs = 0.0, max_rel = 0.0;
-  };
-  auto shape_of = [](const Tensor& t) { return std::span<const int64_t>(t.shape.begin(), t.shape.end()); };
-  auto same_shape = [&](const Tensor& a, const Tensor& b) { return std::ranges::equal(shape_of(a), shape_of(b)); };
+  Partner partner{in_b, r, {}};
   const StorageIndex index_a(A), index_b(B);
-  std::vector<bool> paired_a(A.tensors.size(), false), paired_b(B.tensors.size(), false);
-  std::vector<Pair> paired;  // in A's order
-  paired.reserve(std::min(A.tensors.size(), B.tensors.size()));
-  std::vector<ValuePair> jobs;
-  std::vector<size_t> job_of;  // index in `paired` of each job
-  for (size_t ka = 0; ka < A.tensors.size(); ++ka) {
-    const Tensor& ta = A.tensors[ka];
-    const std::optional<size_t> kb = partner(in_a.names[ka]);
-    if (!kb) continue;
-    const Tensor* tb = &B.tensors[*kb];
-    paired_a[ka] = paired_b[*kb] = true;
-    ++r.paired;
-    Pair& d = paired.emplace_back();
-    d.a = ka;
-    d.b = *kb;
-    if (o.values && same_shape(ta, *tb) && ta.state == tb->state) {
-      const View va = storage_view(A, ta, index_a), vb = storage_view(B, *tb, index_b);
-      if (va.bytes && vb.bytes) {
-        d.compared = true;
-        ++r.compared;
-        d.comparable = numeric(ta.dtype) && numeric(tb->dtype);
-        if (!d.comparable && ta.dtype != tb->dtype) {  // no common view: different by definition
-          d.values_equal = d.within = false;
-          continue;
-        }
-        jobs.push_back({&ta, tb, va.bytes, vb.bytes, va.file, vb.file});
-        job_of.push_back(paired.size() - 1);
-      }
-    }
-  }
+  Pairing p(A, B);
+  pair_keys(A, B, in_a, partner, o, index_a, index_b, p, r);
+  unpaired(A, p.paired_a, 'a', r.only_in_a, r.tied);
+  unpaired(B, p.paired_b, 'b', r.only_in_b, r.tied);
 
-  // Keys only one side has: a tied copy of a key both have (the other side saved the pair once), or
-  // only in that side. Summary's same_tensor tells which entries are one tensor.
-  auto unpaired = [&](const Checkpoint& ck, const std::vector<bool>& is_paired, char side, std::vector<std::string>& only) {
-    if (std::all_of(is_paired.begin(), is_paired.end(), [](bool p) { return p; })) return;
-    const Summary s = summarize(ck);
-    std::unordered_map<size_t, size_t> paired_of_group;  // same_tensor -> the first paired entry of that tensor
-    for (size_t k = 0; k < ck.tensors.size(); ++k)
-      if (is_paired[k]) paired_of_group.emplace(s.same_tensor[k], k);
-    for (size_t k = 0; k < ck.tensors.size(); ++k) {
-      if (is_paired[k]) continue;
-      const Tensor& t = ck.tensors[k];
-      const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;  // no view: never tied
-      auto it = lazy ? paired_of_group.end() : paired_of_group.find(s.same_tensor[k]);
-      if (it != paired_of_group.end()) r.tied.push_back({t.name, side, ck.tensors[it->second].name});
-      else only.push_back(t.name);
-    }
-  };
-  unpaired(A, paired_a, 'a', r.only_in_a);
-  unpaired(B, paired_b, 'b', r.only_in_b);
-
-  ValueCompareOptions vo;
-  vo.atol = o.atol;
-  vo.rtol = o.rtol;
-  vo.threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  vo.piece_bytes = o.piece_bytes;
-  vo.window_bytes = o.window_bytes;
-  vo.wide_simd = o.wide_simd;
-  vo.promote = o.ignore_dtype;
-
-  // The tensors outside the model (optimizer state): the same dtypes and sizes in the same order, and
-  // with --values the same values (their pages are compared with the model's, in one pass).
-  std::vector<Tensor> state_a, state_b;
-  size_t state_jobs = 0;
-  bool state_layout_equal = true;
-  if (!o.ignore_metadata) {
-    state_a = state_tensors(A);
-    state_b = state_tensors(B);
-    state_layout_equal = state_a.size() == state_b.size();
-    for (size_t k = 0; state_layout_equal && k < state_a.size(); ++k)
-      state_layout_equal = state_a[k].dtype == state_b[k].dtype && state_a[k].numel == state_b[k].numel;
-    if (o.values && state_layout_equal)
-      for (size_t k = 0; k < state_a.size(); ++k) {
-        const View va = storage_view(A, state_a[k], index_a), vb = storage_view(B, state_b[k], index_b);
-        if (!va.bytes || !vb.bytes || !numeric(state_a[k].dtype)) continue;
-        jobs.push_back({&state_a[k], &state_b[k], va.bytes, vb.bytes, va.file, vb.file});
-        ++state_jobs;
-      }
-  }
-  vo.progress = o.progress;
-  const std::vector<ValueDiff> values = compare_values(jobs, vo);
-  for (size_t j = 0; j < job_of.size(); ++j) {
-    Pair& d = paired[job_of[j]];
-    d.max_abs = values[j].max_abs;
-    d.max_rel = values[j].max_rel;
-    d.values_equal = values[j].equal;
-    d.within = values[j].within;
-    r.max_abs = std::max(r.max_abs, d.max_abs);
-  }
-  auto dtype_name = [](const Tensor& t) { return t.dtype ? std::string_view(t.dtype->name) : std::string_view("?"); };
-  // Ties: per entry, the first entry that is the same tensor (Summary::same_tensor), looked for only in a
-  // file with fewer storages than entries (no entry shares one otherwise). A pair whose entry is tied to an
-  // earlier one on one side must be tied to that one's pair on the other; a tied partner that only one side
-  // has (a copy safetensors dropped) says nothing.
-  auto firsts = [](const Checkpoint& ck) {
-    return ck.storages.size() < ck.tensors.size() ? same_tensor_of(ck) : std::vector<size_t>();
-  };
-  const std::vector<size_t> first_a = firsts(A), first_b = firsts(B);
-  auto first = [](const std::vector<size_t>& f, size_t k) { return f.empty() ? k : f[k]; };
-  std::vector<size_t> a_of_b;  // B's entry -> A's, for the ties B has
-  if (!first_b.empty()) {
-    a_of_b.assign(B.tensors.size(), SIZE_MAX);
-    for (const Pair& p : paired) a_of_b[p.b] = p.a;
-  }
-  for (const Pair& p : paired) {
-    const Tensor& ta = A.tensors[p.a];
-    const Tensor& tb = B.tensors[p.b];
-    const bool dtype_changed = dtype_name(ta) != dtype_name(tb);
-    const bool shape_changed = !same_shape(ta, tb);
-    const bool state_changed = ta.state != tb.state;
-    // A tie removed (A's entry is an earlier one's tensor, B's is not that one's pair's) or added (the other way).
-    const size_t fa = first(first_a, p.a), fb = first(first_b, p.b);
-    bool tie_changed = false;
-    if (fa != p.a)
-      if (const std::optional<size_t> other = partner(in_a.names[fa])) tie_changed |= first(first_b, *other) != fb;
-    if (fb != p.b && a_of_b[fb] != SIZE_MAX) tie_changed |= first(first_a, a_of_b[fb]) != fa;
-    const bool differs =
-        shape_changed || state_changed || tie_changed || (dtype_changed && !o.ignore_dtype) || (p.compared && !p.within);
-    if (dtype_changed && o.ignore_dtype) ++r.dtype_ignored;
-    if (differs) ++r.differ;
-    else if (p.compared && !p.values_equal) ++r.within;
-    else ++r.same_pairs;
-    if (!dtype_changed && !shape_changed && !state_changed && !tie_changed && p.values_equal) continue;
-    TensorDiff& d = r.changed.emplace_back();
-    d.a = ta.name;
-    d.b = tb.name;
-    d.dtype_a = dtype_name(ta);
-    d.dtype_b = dtype_name(tb);
-    d.shape_a.assign(ta.shape.begin(), ta.shape.end());
-    d.shape_b.assign(tb.shape.begin(), tb.shape.end());
-    d.compared = p.compared;
-    d.comparable = p.comparable;
-    d.max_abs = p.max_abs;
-    d.max_rel = p.max_rel;
-    d.values_equal = p.values_equal;
-    d.within = p.within;
-    d.state_changed = state_changed;
-    if (fa != p.a) d.tied_a = A.tensors[fa].name;
-    if (fb != p.b) d.tied_b = B.tensors[fb].name;
-    d.tie_changed = tie_changed;
-    d.differs = differs;
-  }
+  const ValueCompareOptions vo = value_options(o);
+  StateTensors st;
+  if (!o.ignore_metadata) add_state_jobs(A, B, o, index_a, index_b, st, p.jobs);
+  const std::vector<ValueDiff> values = compare_values(p.jobs, vo);
+  take_values(values, p, r);
+  compare_pairs(A, B, in_a, partner, o, p.pairs, r);
   const bool keys_ok = r.keys_equal || r.prefix_op.empty();  // a detected rename is a difference
   r.equal = keys_ok && r.only_in_a.empty() && r.only_in_b.empty() && r.differ == 0 && r.within == 0;
   r.within_tolerance = keys_ok && r.only_in_a.empty() && r.only_in_b.empty() && r.differ == 0;
 
-  if (!o.ignore_metadata) {
-    r.metadata_compared = true;
-    const J ma = metadata_doc(A), mb = metadata_doc(B);
-    r.metadata_present = !ma.empty() || !mb.empty() || !state_a.empty() || !state_b.empty();
-    for (auto it = ma.begin(); it != ma.end(); ++it) {
-      auto jt = mb.find(it.key());
-      compare_json(*it, jt == mb.end() ? J() : *jt, true, jt != mb.end(), section_of(it.key()), it.key(), r.metadata);
-    }
-    for (auto jt = mb.begin(); jt != mb.end(); ++jt)
-      if (!ma.contains(jt.key())) compare_json(J(), *jt, false, true, section_of(jt.key()), jt.key(), r.metadata);
-    if (!state_layout_equal) {
-      r.metadata.push_back(MetaChange{"optimizer_state", "tensors outside the model", state_side(state_a), state_side(state_b),
-                                      !state_a.empty(), !state_b.empty()});
-    } else if (state_jobs > 0) {
-      MetaChange m{"optimizer_state", "tensors outside the model", state_side(state_a), state_side(state_b)};
-      m.within = true;
-      for (size_t j = job_of.size(); j < jobs.size(); ++j) {
-        if (values[j].equal) continue;
-        ++m.values_changed;
-        m.max_abs = std::max(m.max_abs, values[j].max_abs);
-        m.within = m.within && values[j].within;
-      }
-      if (m.values_changed > 0) r.metadata.push_back(std::move(m));
-    }
-  }
+  if (!o.ignore_metadata) compare_metadata(A, B, st, p, values, r);
   return r;
 }
 

@@ -525,10 +525,79 @@ void put_array(std::string& out, const Flush& flush, const char* name, const Ite
   out += first ? "]" : "\n  ]";
 }
 
-void summary_json(const Summary& s, std::string& out, const Flush& flush) {
-  using J = nlohmann::ordered_json;
+using J = nlohmann::ordered_json;
+
+// The totals object: counts, by dtype, and the module tree's counts when the file has one.
+J totals_json(const Summary& s) {
   const Checkpoint& ck = *s.ck;
   const Totals& T = s.totals;
+  J totals = J{{"tensors", T.tensors},
+               {"elements", T.elements},
+               {"unique_elements", T.unique_elements},
+               {"storage_bytes", T.storage_bytes},
+               {"file_storage_bytes", T.file_storage_bytes},
+               {"bytes", T.bytes},
+               {"parameters", T.parameters},
+               {"trainable", T.trainable},
+               {"non_trainable", T.non_trainable},
+               {"buffers", T.buffers},
+               {"attributes", T.attributes},
+               {"parameter_bytes", T.parameter_bytes},
+               {"parameters_without_embeddings", T.parameters_without_embeddings},
+               {"uninitialized", T.uninitialized},
+               {"meta", T.meta},
+               {"storages", ck.storages.size()}};
+  J by_dtype = J::array();
+  for (const Totals::ByDtype& d : T.by_dtype)
+    by_dtype.push_back(
+        J{{"dtype", d.dtype}, {"tensors", d.tensors}, {"parameters", d.parameters}, {"buffers", d.buffers}, {"bytes", d.bytes}});
+  totals["by_dtype"] = std::move(by_dtype);
+  if (!ck.modules.empty()) {
+    uint64_t modules = 0, train = 0, eval = 0;
+    // Every path counts, as named_modules() of a loaded ScriptModule lists it; entries count once.
+    for (const Module& m : ck.modules) {
+      ++modules;
+      if (m.training) (*m.training ? train : eval) += 1;
+    }
+    totals["modules"] = modules;
+    totals["modules_train"] = train;
+    totals["modules_eval"] = eval;
+  }
+  return totals;
+}
+
+J model_json(const ModelReport& m) {
+  J resolved = J::array();
+  for (const auto& [name, shape] : m.resolved) resolved.push_back(J{{"name", name}, {"shape", shape}});
+  return J{{"file", m.path},
+           {"strip_prefix", m.strip_prefix},
+           {"add_prefix", m.add_prefix},
+           {"prefix_guessed", m.prefix_guessed},
+           {"matched", m.matched},
+           {"missing", m.missing},
+           {"unexpected", m.unexpected},
+           {"mismatched", m.mismatched},
+           {"resolved", resolved}};
+}
+
+J forward_json(const ForwardReport& f) {
+  J inputs = J::array();
+  for (const ForwardInput& i : f.inputs) {
+    J one{{"name", i.name.empty() ? J() : J(i.name)}, {"shape", i.shape}, {"dtype", i.dtype}};
+    one["range"] = i.range ? J::array({i.range->first, i.range->second}) : J();
+    inputs.push_back(one);
+  }
+  J fw{{"inputs", inputs},           {"input_file", f.input_file.empty() ? J() : J(f.input_file)},
+       {"device", f.device},         {"libtorch", f.libtorch},
+       {"per_module", f.per_module}, {"out_sizes", f.out_sizes},
+       {"flops", f.flops},           {"seconds", f.seconds}};
+  fw["error"] = f.error.empty() ? J() : J{{"module", f.error_module}, {"message", f.error}, {"completed", f.completed}};
+  return fw;
+}
+
+// The document's small head, every member before the per-entry arrays, through nlohmann.
+J summary_head(const Summary& s) {
+  const Checkpoint& ck = *s.ck;
   J j;
   j["schema"] = kSummarySchema;
   j["file"] = s.operand.empty() ? ck.path : s.operand;
@@ -550,67 +619,9 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   j["split_inferred"] = ck.split_inferred && !ck.tensors.empty();
   j["metadata"] = metadata_json(ck);
   if (ck.format == Format::TorchScript) j["methods"] = methods_json(ck.torchscript);
-  j["totals"] = J{{"tensors", T.tensors},
-                  {"elements", T.elements},
-                  {"unique_elements", T.unique_elements},
-                  {"storage_bytes", T.storage_bytes},
-                  {"file_storage_bytes", T.file_storage_bytes},
-                  {"bytes", T.bytes},
-                  {"parameters", T.parameters},
-                  {"trainable", T.trainable},
-                  {"non_trainable", T.non_trainable},
-                  {"buffers", T.buffers},
-                  {"attributes", T.attributes},
-                  {"parameter_bytes", T.parameter_bytes},
-                  {"parameters_without_embeddings", T.parameters_without_embeddings},
-                  {"uninitialized", T.uninitialized},
-                  {"meta", T.meta},
-                  {"storages", ck.storages.size()}};
-  J by_dtype = J::array();
-  for (const Totals::ByDtype& d : T.by_dtype)
-    by_dtype.push_back(
-        J{{"dtype", d.dtype}, {"tensors", d.tensors}, {"parameters", d.parameters}, {"buffers", d.buffers}, {"bytes", d.bytes}});
-  j["totals"]["by_dtype"] = std::move(by_dtype);
-  if (!ck.modules.empty()) {
-    uint64_t modules = 0, train = 0, eval = 0;
-    // Every path counts, as named_modules() of a loaded ScriptModule lists it; entries count once.
-    for (const Module& m : ck.modules) {
-      ++modules;
-      if (m.training) (*m.training ? train : eval) += 1;
-    }
-    j["totals"]["modules"] = modules;
-    j["totals"]["modules_train"] = train;
-    j["totals"]["modules_eval"] = eval;
-  }
-  if (s.model) {
-    const ModelReport& m = *s.model;
-    J resolved = J::array();
-    for (const auto& [name, shape] : m.resolved) resolved.push_back(J{{"name", name}, {"shape", shape}});
-    j["model"] = J{{"file", m.path},
-                   {"strip_prefix", m.strip_prefix},
-                   {"add_prefix", m.add_prefix},
-                   {"prefix_guessed", m.prefix_guessed},
-                   {"matched", m.matched},
-                   {"missing", m.missing},
-                   {"unexpected", m.unexpected},
-                   {"mismatched", m.mismatched},
-                   {"resolved", resolved}};
-  }
-  if (s.forward) {
-    const ForwardReport& f = *s.forward;
-    J inputs = J::array();
-    for (const ForwardInput& i : f.inputs) {
-      J one{{"name", i.name.empty() ? J() : J(i.name)}, {"shape", i.shape}, {"dtype", i.dtype}};
-      one["range"] = i.range ? J::array({i.range->first, i.range->second}) : J();
-      inputs.push_back(one);
-    }
-    J fw{{"inputs", inputs},           {"input_file", f.input_file.empty() ? J() : J(f.input_file)},
-         {"device", f.device},         {"libtorch", f.libtorch},
-         {"per_module", f.per_module}, {"out_sizes", f.out_sizes},
-         {"flops", f.flops},           {"seconds", f.seconds}};
-    fw["error"] = f.error.empty() ? J() : J{{"module", f.error_module}, {"message", f.error}, {"completed", f.completed}};
-    j["forward"] = fw;
-  }
+  j["totals"] = totals_json(s);
+  if (s.model) j["model"] = model_json(*s.model);
+  if (s.forward) j["forward"] = forward_json(*s.forward);
   if (s.memory) j["memory"] = memory_json(*s.memory);
   if (J t = training_json(ck.training); !t.is_null()) j["training"] = std::move(t);
   if (ck.side.folder) {
@@ -618,111 +629,125 @@ void summary_json(const Summary& s, std::string& out, const Flush& flush) {
     for (const SideFile& f : ck.side.files) side.push_back(J{{"path", f.label}, {"size", f.size}, {"kind", to_string(f.kind)}});
     j["side_files"] = std::move(side);
   }
+  return j;
+}
+
+// A string member's value, null when empty.
+void put_opt_string(std::string& out, std::string_view v) {
+  if (v.empty()) out += "null";
+  else put_string(out, v);
+}
+
+// One module row's members (streamed); `forward`: the example-input forward's record, when one ran.
+void put_module_row(std::string& out, const ModuleRow& r, const ForwardReport* forward) {
+  auto out_it = std::back_inserter(out);
+  out += "\"name\": ";
+  put_string(out, r.name);
+  out += ", \"type\": ";
+  put_opt_string(out, r.type());
+  out += ", \"qualified_type\": ";
+  put_opt_string(out, r.qualified_type());
+  if (!r.inferred_type.empty()) {
+    out += ", \"inferred_type\": ";
+    put_string(out, r.inferred_type);
+  }
+  fmt::format_to(out_it,
+                 ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
+                 "\"tensors\": {}, \"uninitialized\": {}, \"dtypes\": [",
+                 r.depth, r.parameters, r.trainable, r.buffers, r.bytes, r.tensors, r.uninitialized);
+  for (size_t k = 0; k < r.dtypes.size(); ++k) {
+    if (k) out += ", ";
+    put_string(out, r.dtypes[k]);
+  }
+  fmt::format_to(out_it, "], \"mode\": {}", !r.training() ? "null" : *r.training() ? "\"train\"" : "\"eval\"");
+  if (!r.shared_with().empty()) {
+    out += ", \"shared_with\": ";
+    put_string(out, r.shared_with());
+  }
+  if (r.attributes()) {
+    out += ", \"attributes\": ";
+    out += json_text(*r.attributes(), -1);
+  }
+  if (forward) {
+    const ModuleForward& m = forward_of(*forward, r.name);
+    fmt::format_to(out_it, ", \"in_sizes\": {}, \"out_sizes\": {}, \"flops\": {}, \"calls\": {}", json_text(m.in_sizes, -1),
+                   json_text(m.out_sizes, -1), m.flops, m.calls);
+  }
+}
+
+// One tensor entry's members (streamed).
+void put_tensor(std::string& out, const Tensor& t, const Checkpoint& ck) {
+  auto out_it = std::back_inserter(out);
+  const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;
+  const bool strided = t.layout == Layout::Strided || t.layout == Layout::Quantized;
+  out += "\"name\": ";
+  put_string(out, t.name);
+  out += ", \"dtype\": ";
+  put_opt_string(out, t.dtype ? t.dtype->name : std::string_view());
+  out += ", \"shape\": ";
+  if (lazy) out += "null";
+  else put_ints(out, t.shape);
+  out += ", \"stride\": ";
+  if (lazy || !strided) out += "null";
+  else put_ints(out, t.stride);
+  if (lazy) out += ", \"numel\": null, \"bytes\": null";
+  else fmt::format_to(out_it, ", \"numel\": {}, \"bytes\": {}", t.numel, t.bytes);
+  fmt::format_to(out_it,
+                 ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"trainable\": {}, "
+                 "\"device\": ",
+                 to_string(t.kind), t.kind_inferred, to_string(t.state), t.requires_grad,
+                 t.kind != TensorKind::Parameter ? "null"
+                 : trainable(t)                  ? "true"
+                                                 : "false");
+  put_opt_string(out, t.device.str());
+  out += ", \"storage\": ";
+  put_opt_string(out, t.storage.view());
+  if (lazy || !strided) out += ", \"offset\": null";
+  else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
+  out += ", \"layout\": ";
+  put_string(out, t.layout_text());
+  if (!t.x->qscheme.empty()) {
+    out += ", \"qscheme\": ";
+    put_string(out, t.x->qscheme);
+    if (t.x->qscheme == "per_tensor_affine" && std::isfinite(t.x->q_scale))
+      fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.x->q_scale, t.x->q_zero_point);
+  }
+  if (!t.x->subclass.empty()) {
+    out += ", \"subclass\": ";
+    put_string(out, t.x->subclass);
+  }
+  if (t.shard) {
+    out += ", \"shard\": ";
+    put_string(out, ck.sharded.shards.at(t.shard - 1).file);
+  }
+  if (t.resolved) out += ", \"resolved\": true";
+}
+
+// One finding's members (streamed).
+void put_finding(std::string& out, const Finding& f) {
+  out += "\"id\": ";
+  put_string(out, f.id);
+  fmt::format_to(std::back_inserter(out), ", \"severity\": \"{}\", \"message\": ", to_string(f.severity));
+  put_string(out, f.message);
+  out += ", \"fix\": ";
+  put_string(out, f.fix);
+  out += ", \"where\": [";
+  for (size_t k = 0; k < f.where.size(); ++k) {
+    if (k) out += ", ";
+    put_string(out, f.where[k]);
+  }
+  out += ']';
+}
+
+void summary_json(const Summary& s, std::string& out, const Flush& flush) {
   // The small head through nlohmann; the per-entry arrays streamed (100,000 entries must not build a DOM).
-  out += json_text(j);
+  out += json_text(summary_head(s));
   out.resize(out.rfind('}'));
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  auto out_it = std::back_inserter(out);
-  auto opt_string = [&](std::string_view v) {
-    if (v.empty()) out += "null";
-    else put_string(out, v);
-  };
-
-  put_array(out, flush, "modules", s.modules, [&](const ModuleRow& r) {
-    out += "\"name\": ";
-    put_string(out, r.name);
-    out += ", \"type\": ";
-    opt_string(r.type());
-    out += ", \"qualified_type\": ";
-    opt_string(r.qualified_type());
-    if (!r.inferred_type.empty()) {
-      out += ", \"inferred_type\": ";
-      put_string(out, r.inferred_type);
-    }
-    fmt::format_to(out_it,
-                   ", \"depth\": {}, \"parameters\": {}, \"trainable\": {}, \"buffers\": {}, \"bytes\": {}, "
-                   "\"tensors\": {}, \"uninitialized\": {}, \"dtypes\": [",
-                   r.depth, r.parameters, r.trainable, r.buffers, r.bytes, r.tensors, r.uninitialized);
-    for (size_t k = 0; k < r.dtypes.size(); ++k) {
-      if (k) out += ", ";
-      put_string(out, r.dtypes[k]);
-    }
-    fmt::format_to(out_it, "], \"mode\": {}", !r.training() ? "null" : *r.training() ? "\"train\"" : "\"eval\"");
-    if (!r.shared_with().empty()) {
-      out += ", \"shared_with\": ";
-      put_string(out, r.shared_with());
-    }
-    if (r.attributes()) {
-      out += ", \"attributes\": ";
-      out += json_text(*r.attributes(), -1);
-    }
-    if (s.forward) {
-      const ModuleForward& m = forward_of(*s.forward, r.name);
-      fmt::format_to(out_it, ", \"in_sizes\": {}, \"out_sizes\": {}, \"flops\": {}, \"calls\": {}", json_text(m.in_sizes, -1),
-                     json_text(m.out_sizes, -1), m.flops, m.calls);
-    }
-  });
-
-  put_array(out, flush, "tensors", ck.tensors, [&](const Tensor& t) {
-    const bool lazy = t.state == TensorState::Uninitialized && !t.resolved;
-    const bool strided = t.layout == Layout::Strided || t.layout == Layout::Quantized;
-    out += "\"name\": ";
-    put_string(out, t.name);
-    out += ", \"dtype\": ";
-    opt_string(t.dtype ? t.dtype->name : std::string_view());
-    out += ", \"shape\": ";
-    if (lazy) out += "null";
-    else put_ints(out, t.shape);
-    out += ", \"stride\": ";
-    if (lazy || !strided) out += "null";
-    else put_ints(out, t.stride);
-    if (lazy) out += ", \"numel\": null, \"bytes\": null";
-    else fmt::format_to(out_it, ", \"numel\": {}, \"bytes\": {}", t.numel, t.bytes);
-    fmt::format_to(out_it,
-                   ", \"kind\": \"{}\", \"kind_inferred\": {}, \"state\": \"{}\", \"requires_grad\": {}, \"trainable\": {}, "
-                   "\"device\": ",
-                   to_string(t.kind), t.kind_inferred, to_string(t.state), t.requires_grad,
-                   t.kind != TensorKind::Parameter ? "null"
-                   : trainable(t)                  ? "true"
-                                                   : "false");
-    opt_string(t.device.str());
-    out += ", \"storage\": ";
-    opt_string(t.storage.view());
-    if (lazy || !strided) out += ", \"offset\": null";
-    else fmt::format_to(out_it, ", \"offset\": {}", t.offset);
-    out += ", \"layout\": ";
-    put_string(out, t.layout_text());
-    if (!t.x->qscheme.empty()) {
-      out += ", \"qscheme\": ";
-      put_string(out, t.x->qscheme);
-      if (t.x->qscheme == "per_tensor_affine" && std::isfinite(t.x->q_scale))
-        fmt::format_to(out_it, ", \"q_scale\": {}, \"q_zero_point\": {}", t.x->q_scale, t.x->q_zero_point);
-    }
-    if (!t.x->subclass.empty()) {
-      out += ", \"subclass\": ";
-      put_string(out, t.x->subclass);
-    }
-    if (t.shard) {
-      out += ", \"shard\": ";
-      put_string(out, ck.sharded.shards.at(t.shard - 1).file);
-    }
-    if (t.resolved) out += ", \"resolved\": true";
-  });
-
-  put_array(out, flush, "warnings", s.findings, [&](const Finding& f) {
-    out += "\"id\": ";
-    put_string(out, f.id);
-    fmt::format_to(out_it, ", \"severity\": \"{}\", \"message\": ", to_string(f.severity));
-    put_string(out, f.message);
-    out += ", \"fix\": ";
-    put_string(out, f.fix);
-    out += ", \"where\": [";
-    for (size_t k = 0; k < f.where.size(); ++k) {
-      if (k) out += ", ";
-      put_string(out, f.where[k]);
-    }
-    out += ']';
-  });
+  const ForwardReport* forward = s.forward ? &*s.forward : nullptr;
+  put_array(out, flush, "modules", s.modules, [&](const ModuleRow& r) { put_module_row(out, r, forward); });
+  put_array(out, flush, "tensors", s.ck->tensors, [&](const Tensor& t) { put_tensor(out, t, *s.ck); });
+  put_array(out, flush, "warnings", s.findings, [&](const Finding& f) { put_finding(out, f); });
   out += "\n}\n";
 }
 

@@ -131,87 +131,71 @@ bool segment_less(std::string_view a, std::string_view b) {
   return a < b;
 }
 
-// The module rows: the known tree, or one derived from the dotted keys, with each row's counts. Rows are
-// found by name through views of names that outlive the summary (the module tree's, or a prefix of a
-// tensor's). A derived tree is built in two passes: the first names the rows and each tensor's deepest
-// one, the second adds every tensor to its row and that row's ancestors, into rows already in pre-order
-// (each created once, in place: a million-entry file has about as many rows).
-// `types`: infer_layer_types(ck.tensors) when already under way (derived trees only).
-void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s,
-                     std::future<LayerTypes>& types) {
-  const bool derived = ck.modules.empty();
-  // Row indices are 32-bit (a reader holds at most 2^32 entries). A derived tree's rows are fewer than
-  // 1.5 per tensor in every layout seen (an MoE's experts: 1.35): room for that at once, no regrowth.
-  const size_t expect = derived ? ck.tensors.size() + ck.tensors.size() / 2 + 1 : ck.modules.size() + 1;
+// The module rows being made: each row's name and parent, found by name through views of names that
+// outlive the summary (the module tree's, or a prefix of a tensor's). Row indices are 32-bit (a reader
+// holds at most 2^32 entries).
+struct RowTree {
+  struct NameOf {  // a row's name, for row_of
+    const std::vector<std::string_view>* names;
+    std::string_view operator()(uint32_t k) const { return (*names)[k]; }
+  };
+  const bool derived;
+  // A derived tree's rows are fewer than 1.5 per tensor in every layout seen (an MoE's experts: 1.35):
+  // room for that at once, no regrowth.
+  const size_t expect;
   std::vector<std::string_view> names{std::string_view()};
   std::vector<uint32_t> parent_of{0};
-  names.reserve(expect);
-  parent_of.reserve(expect);
-  // name -> row: every row of a known tree; a derived tree's in parents out of order (below)
-  IndexBy row_of(derived ? 0 : expect, [&names](uint32_t k) { return names[k]; });
-  if (!derived) row_of.try_emplace(std::string_view(), 0);
-  auto add_row = [&](std::string_view name, uint32_t parent) -> uint32_t {
-    auto [row, fresh] = row_of.try_emplace(name, static_cast<uint32_t>(names.size()));
-    if (fresh) {
-      names.push_back(name);
-      parent_of.push_back(parent);
-    }
-    return row;
-  };
-  for (const Module& m : ck.modules) add_row(m.name, 0);
-  // A derived tree's new prefix needs no search while its parent's rows come in increasing order, by
-  // bytes (sorted names, as safetensors headers hold them) or with numbers as numbers (torch's module
-  // order: ModuleList indices): one after the last in either order is new. A parent whose rows come in
-  // neither order has them put in row_of, and each new one is looked up there: row_of holds only those.
-  constexpr uint32_t kNoRow = UINT32_MAX;
-  constexpr uint8_t kBytes = 1, kNumbers = 2, kIndexed = 4;  // by row: how its rows came so far
-  std::vector<uint32_t> last_child, prev_sibling;  // derived: by row
-  std::vector<uint8_t> order;
-  if (derived) {
-    last_child.reserve(expect);
-    prev_sibling.reserve(expect);
-    order.reserve(expect);
-    last_child.push_back(kNoRow);
-    prev_sibling.push_back(kNoRow);
-    order.push_back(kBytes | kNumbers);
-  }
-  // `name`'s last segment starts at `seg`; `parent` is the row of what comes before it.
-  auto child_row = [&](std::string_view name, size_t seg, uint32_t parent) -> uint32_t {
-    const uint32_t last = last_child[parent];
-    const auto row = static_cast<uint32_t>(names.size());
-    if (last != kNoRow && !(order[parent] & kIndexed)) {
-      const std::string_view a = names[last].substr(seg), b = name.substr(seg);
-      const uint8_t still = static_cast<uint8_t>(((order[parent] & kBytes) && a < b ? kBytes : 0) |
-                                                 ((order[parent] & kNumbers) && segment_less(a, b) ? kNumbers : 0));
-      if (still) {
-        order[parent] = still;
-      } else {  // out of both orders: this parent's rows go into row_of
-        order[parent] = kIndexed;
-        for (uint32_t c = last; c != kNoRow; c = prev_sibling[c]) row_of.try_emplace(names[c], c);
+  // name -> row: every row of a known tree; a derived tree's in parents out of order (DerivedNames)
+  IndexBy<NameOf> row_of;
+  std::vector<uint32_t> leaf;  // derived: each tensor's deepest row
+  std::vector<uint32_t> pos;  // each row's place in Summary::modules
+
+  explicit RowTree(const Checkpoint& ck)
+      : derived(ck.modules.empty()),
+        expect(derived ? ck.tensors.size() + ck.tensors.size() / 2 + 1 : ck.modules.size() + 1),
+        row_of(derived ? 0 : expect, NameOf{&names}) {
+    names.reserve(expect);
+    parent_of.reserve(expect);
+    if (!derived) row_of.try_emplace(std::string_view(), 0);
+    for (const Module& m : ck.modules) {
+      auto [row, fresh] = row_of.try_emplace(m.name, static_cast<uint32_t>(names.size()));
+      if (fresh) {
+        names.push_back(m.name);
+        parent_of.push_back(0);
       }
     }
-    if (order[parent] & kIndexed) {
-      if (const auto [found, fresh] = row_of.try_emplace(name, row); !fresh) return found;
-    }
-    names.push_back(name);
-    parent_of.push_back(parent);
-    prev_sibling.push_back(last);
-    last_child[parent] = row;
-    last_child.push_back(kNoRow);
-    order.push_back(kBytes | kNumbers);
-    return row;
-  };
-  std::vector<uint32_t> leaf;  // derived: each tensor's deepest row
-  if (derived) {
-    leaf.resize(ck.tensors.size());
+  }
+  RowTree(const RowTree&) = delete;  // row_of views `names`
+  RowTree& operator=(const RowTree&) = delete;
+};
+
+// A derived tree's first pass: names the rows and each tensor's deepest one (RowTree::leaf). A new prefix
+// needs no search while its parent's rows come in increasing order, by bytes (sorted names, as safetensors
+// headers hold them) or with numbers as numbers (torch's module order: ModuleList indices): one after the
+// last in either order is new. A parent whose rows come in neither order has them put in row_of, and each
+// new one is looked up there: row_of holds only those. What only the naming needs goes with it.
+class DerivedNames {
+ public:
+  explicit DerivedNames(RowTree& tree) : tree_(tree) {
+    last_child_.reserve(tree.expect);
+    prev_sibling_.reserve(tree.expect);
+    order_.reserve(tree.expect);
+    last_child_.push_back(kNoRow);
+    prev_sibling_.push_back(kNoRow);
+    order_.push_back(kBytes | kNumbers);
+  }
+
+  void name_all(const std::vector<Tensor>& tensors) {
+    std::vector<uint32_t>& leaf = tree_.leaf;
+    leaf.resize(tensors.size());
     std::string_view last_parent, last_name;
     uint32_t last_leaf = 0;
     // The rows of the previous name's prefixes: (where the prefix ends, its row). A name that shares the
     // first segments with the previous one (model.layers.3.mlp.experts.7.w1 after ...experts.7.w3) looks up
     // only the prefixes after them.
     std::vector<std::pair<size_t, uint32_t>> chain;
-    for (size_t k = 0; k < ck.tensors.size(); ++k) {
-      const std::string_view name = ck.tensors[k].name;
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const std::string_view name = tensors[k].name;
       const auto last_dot = name.rfind('.');
       const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
       if (k == 0 || parent != last_parent) {  // consecutive entries of one module share its row
@@ -232,43 +216,93 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
       }
       leaf[k] = last_leaf;
     }
-    // What only the naming needed goes before the rows are made.
-    for (auto* v : {&last_child, &prev_sibling}) std::vector<uint32_t>().swap(*v);
-    std::vector<uint8_t>().swap(order);
   }
-  // Where each row goes: the tree's order as given; a derived tree in pre-order by name segments, keeping
-  // first-seen order among siblings (children listed by a counting sort on the parent, then a walk).
-  const size_t n = names.size();
-  std::vector<uint32_t> pos(n);
-  if (!derived) {
-    for (size_t r = 0; r < n; ++r) pos[r] = static_cast<uint32_t>(r);
-  } else {
-    std::vector<uint32_t> first_child(n + 1, 0), child(n - 1);
-    for (size_t r = 1; r < n; ++r) ++first_child[parent_of[r] + 1];
-    for (size_t r = 0; r < n; ++r) first_child[r + 1] += first_child[r];
-    std::vector<uint32_t> fill(first_child.begin(), first_child.end() - 1);
-    for (size_t r = 1; r < n; ++r) child[fill[parent_of[r]]++] = static_cast<uint32_t>(r);
-    std::vector<size_t> stack{0};
-    for (size_t at = 0; !stack.empty(); ++at) {
-      const size_t r = stack.back();
-      stack.pop_back();
-      pos[r] = static_cast<uint32_t>(at);
-      for (size_t c = first_child[r + 1]; c-- > first_child[r];) stack.push_back(child[c]);
+
+ private:
+  static constexpr uint32_t kNoRow = UINT32_MAX;
+  static constexpr uint8_t kBytes = 1, kNumbers = 2, kIndexed = 4;  // by row: how its rows came so far
+
+  // `name`'s last segment starts at `seg`; `parent` is the row of what comes before it.
+  uint32_t child_row(std::string_view name, size_t seg, uint32_t parent) {
+    std::vector<std::string_view>& names = tree_.names;
+    const uint32_t last = last_child_[parent];
+    const auto row = static_cast<uint32_t>(names.size());
+    if (last != kNoRow && !(order_[parent] & kIndexed)) {
+      const std::string_view a = names[last].substr(seg), b = name.substr(seg);
+      const uint8_t still = static_cast<uint8_t>(((order_[parent] & kBytes) && a < b ? kBytes : 0) |
+                                                 ((order_[parent] & kNumbers) && segment_less(a, b) ? kNumbers : 0));
+      if (still) {
+        order_[parent] = still;
+      } else {  // out of both orders: this parent's rows go into row_of
+        order_[parent] = kIndexed;
+        for (uint32_t c = last; c != kNoRow; c = prev_sibling_[c]) tree_.row_of.try_emplace(names[c], c);
+      }
     }
+    if (order_[parent] & kIndexed) {
+      if (const auto [found, fresh] = tree_.row_of.try_emplace(name, row); !fresh) return found;
+    }
+    names.push_back(name);
+    tree_.parent_of.push_back(parent);
+    prev_sibling_.push_back(last);
+    last_child_[parent] = row;
+    last_child_.push_back(kNoRow);
+    order_.push_back(kBytes | kNumbers);
+    return row;
   }
+
+  RowTree& tree_;
+  std::vector<uint32_t> last_child_, prev_sibling_;  // by row
+  std::vector<uint8_t> order_;
+};
+
+// Where each row goes: the tree's order as given; a derived tree in pre-order by name segments, keeping
+// first-seen order among siblings (children listed by a counting sort on the parent, then a walk).
+void place_rows(RowTree& tree) {
+  const std::vector<uint32_t>& parent_of = tree.parent_of;
+  const size_t n = tree.names.size();
+  std::vector<uint32_t>& pos = tree.pos;
+  pos.resize(n);
+  if (!tree.derived) {
+    for (size_t r = 0; r < n; ++r) pos[r] = static_cast<uint32_t>(r);
+    return;
+  }
+  std::vector<uint32_t> first_child(n + 1, 0), child(n - 1);
+  for (size_t r = 1; r < n; ++r) ++first_child[parent_of[r] + 1];
+  for (size_t r = 0; r < n; ++r) first_child[r + 1] += first_child[r];
+  std::vector<uint32_t> fill(first_child.begin(), first_child.end() - 1);
+  for (size_t r = 1; r < n; ++r) child[fill[parent_of[r]]++] = static_cast<uint32_t>(r);
+  std::vector<size_t> stack{0};
+  for (size_t at = 0; !stack.empty(); ++at) {
+    const size_t r = stack.back();
+    stack.pop_back();
+    pos[r] = static_cast<uint32_t>(at);
+    for (size_t c = first_child[r + 1]; c-- > first_child[r];) stack.push_back(child[c]);
+  }
+}
+
+// The rows in their places, each with its name, depth and the file's module, not yet counted.
+void make_rows(const Checkpoint& ck, const RowTree& tree, Summary& s) {
+  const std::vector<std::string_view>& names = tree.names;
+  const std::vector<uint32_t>& pos = tree.pos;
+  const size_t n = names.size();
   s.modules.resize(n);
   for (size_t r = 0; r < n; ++r) {
     ModuleRow& row = s.modules[pos[r]];
     row.name = names[r];
     // A derived row's parent is made before it (its depth is known); a known tree's are counted.
     row.depth = names[r].empty() ? 0
-                : derived      ? s.modules[pos[parent_of[r]]].depth + 1
+                : tree.derived ? s.modules[pos[tree.parent_of[r]]].depth + 1
                                : static_cast<int>(std::count(names[r].begin(), names[r].end(), '.')) + 1;
   }
   for (const Module& m : ck.modules) {
-    s.modules[pos[*row_of.find(m.name)]].module = &m;
+    s.modules[pos[*tree.row_of.find(m.name)]].module = &m;
   }
+}
 
+// The second pass: every tensor added to its row and that row's ancestors.
+void count_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, const RowTree& tree,
+                Summary& s) {
+  const std::vector<uint32_t>& pos = tree.pos;
   std::unordered_set<uint64_t> counted;  // (row, unique id) pairs already added, for repeated tensors only
   std::vector<size_t> rows;
   std::string_view last_parent;
@@ -279,16 +313,16 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
     const std::string_view parent = last_dot == std::string_view::npos ? std::string_view() : name.substr(0, last_dot);
     if (k > 0 && parent == last_parent) {
       // consecutive entries of one module share its chain of rows
-    } else if (derived) {
+    } else if (tree.derived) {
       rows.clear();
-      for (size_t r = leaf[k];; r = parent_of[r]) {
+      for (size_t r = tree.leaf[k];; r = tree.parent_of[r]) {
         rows.push_back(pos[r]);
         if (r == 0) break;
       }
     } else {
       rows.assign(1, 0);
       for (size_t dot = name.find('.'); dot != std::string_view::npos; dot = name.find('.', dot + 1)) {
-        if (const uint32_t* row = row_of.find(name.substr(0, dot))) rows.push_back(pos[*row]);
+        if (const uint32_t* row = tree.row_of.find(name.substr(0, dot))) rows.push_back(pos[*row]);
       }
     }
     last_parent = parent;
@@ -311,33 +345,55 @@ void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, con
       }
     }
   }
-  // A module shared at two paths shows the same counts at both; totals count it once (above).
+}
+
+// A module shared at two paths shows the same counts at both; totals count it once (add_totals).
+void share_counts(const RowTree& tree, Summary& s) {
   for (ModuleRow& r : s.modules) {
     if (r.shared_with().empty()) continue;
-    const uint32_t* row = row_of.find(r.shared_with());
+    const uint32_t* row = tree.row_of.find(r.shared_with());
     if (!row) continue;
-    const ModuleRow& first = s.modules[pos[*row]];
+    const ModuleRow& first = s.modules[tree.pos[*row]];
     r.parameters = first.parameters;
     r.trainable = first.trainable;
     r.buffers = first.buffers;
     r.bytes = first.bytes;
     r.dtypes = first.dtypes;
   }
-  if (derived) {
-    // No module tree in the file: what each module's tensors imply (shown as inferred).
-    const LayerTypes inferred = types.valid() ? types.get() : infer_layer_types(ck.tensors);
-    for (size_t k = 0; k < inferred.size(); ++k) {  // each module once; every one is a row
-      // A module's own tensor's deepest row is the module's: no lookup by name.
-      const uint32_t t = inferred.tensor(k);
-      const uint32_t* found = t < leaf.size() ? &leaf[t] : row_of.find(inferred.module(k));
-      if (found && s.modules[pos[*found]].type().empty()) s.modules[pos[*found]].inferred_type = inferred.type(k);
-    }
-    // A Hugging Face model's config.json names the classes: transformers' own, where its layout says.
-    if (ck.hf)
-      if (const auto hf = HfModuleTypes::of(*ck.hf, ck.tensors))
-        for (ModuleRow& r : s.modules)
-          if (const std::string_view t = hf->type(r.name); !t.empty()) r.inferred_type = t;
+}
+
+// No module tree in the file: what each module's tensors imply (shown as inferred).
+void infer_row_types(const Checkpoint& ck, const RowTree& tree, Summary& s, std::future<LayerTypes>& types) {
+  const std::vector<uint32_t>& leaf = tree.leaf;
+  const std::vector<uint32_t>& pos = tree.pos;
+  const LayerTypes inferred = types.valid() ? types.get() : infer_layer_types(ck.tensors);
+  for (size_t k = 0; k < inferred.size(); ++k) {  // each module once; every one is a row
+    // A module's own tensor's deepest row is the module's: no lookup by name.
+    const uint32_t t = inferred.tensor(k);
+    const uint32_t* found = t < leaf.size() ? &leaf[t] : tree.row_of.find(inferred.module(k));
+    if (found && s.modules[pos[*found]].type().empty()) s.modules[pos[*found]].inferred_type = inferred.type(k);
   }
+  // A Hugging Face model's config.json names the classes: transformers' own, where its layout says.
+  if (ck.hf)
+    if (const auto hf = HfModuleTypes::of(*ck.hf, ck.tensors))
+      for (ModuleRow& r : s.modules)
+        if (const std::string_view t = hf->type(r.name); !t.empty()) r.inferred_type = t;
+}
+
+// The module rows: the known tree, or one derived from the dotted keys, with each row's counts. A derived
+// tree is built in two passes: the first names the rows and each tensor's deepest one, the second adds
+// every tensor to its row and that row's ancestors, into rows already in pre-order (each created once, in
+// place: a million-entry file has about as many rows).
+// `types`: infer_layer_types(ck.tensors) when already under way (derived trees only).
+void add_module_rows(const Checkpoint& ck, const std::vector<size_t>& id_of, const std::vector<bool>& repeated, Summary& s,
+                     std::future<LayerTypes>& types) {
+  RowTree tree(ck);
+  if (tree.derived) DerivedNames(tree).name_all(ck.tensors);
+  place_rows(tree);
+  make_rows(ck, tree, s);
+  count_rows(ck, id_of, repeated, tree, s);
+  share_counts(tree, s);
+  if (tree.derived) infer_row_types(ck, tree, s, types);
 }
 
 }  // namespace
