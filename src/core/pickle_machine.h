@@ -261,6 +261,38 @@ class Machine {
     auto it = memo_map_.find(key);
     return it == memo_map_.end() ? nullptr : &it->second;
   }
+  // run()'s opcode handlers, by family, defined before it in pickle_machine.cc and inlined into its switch.
+  [[gnu::always_inline]] inline void proto();
+  [[gnu::always_inline]] inline void frame();
+  [[gnu::always_inline]] inline Unpickled stop();
+  [[gnu::always_inline]] inline void mark();
+  [[gnu::always_inline]] inline Value* none();
+  [[gnu::always_inline]] inline Value* bool_value(bool b);
+  [[gnu::always_inline]] inline Value* int_line();
+  [[gnu::always_inline]] inline Value* long_line();
+  [[gnu::always_inline]] inline uint64_t length32();
+  [[gnu::always_inline]] inline Value* float_line();
+  [[gnu::always_inline]] inline Value* binfloat();
+  [[gnu::always_inline]] inline Value* string_line();
+  [[gnu::always_inline]] inline Value* empty_tuple();
+  [[gnu::always_inline]] inline void empty_dict(uint64_t& ops);
+  [[gnu::always_inline]] inline void tuple_from_mark();
+  [[gnu::always_inline]] inline Value* dict_from_mark();
+  [[gnu::always_inline]] inline void small_tuple(size_t n);
+  [[gnu::always_inline]] inline void append();
+  [[gnu::always_inline]] inline void setitem();
+  [[gnu::always_inline]] inline void items_from_mark(bool set);
+  [[gnu::always_inline]] inline Value* global_line();
+  [[gnu::always_inline]] inline void stack_global();
+  [[gnu::always_inline]] inline Value* extension(uint8_t op);
+  [[gnu::always_inline]] inline void reduce();
+  [[gnu::always_inline]] inline void newobj();
+  [[gnu::always_inline]] inline void newobj_ex();
+  [[gnu::always_inline]] inline void obj();
+  [[gnu::always_inline]] inline void inst();
+  [[gnu::always_inline]] inline void build();
+  [[gnu::always_inline]] inline void persid(Value* pid, bool nested);
+
   Value* try_pack(Value* fn, Value* args);
   bool skim_metadata(uint64_t& ops);
   std::string_view str_at(uint64_t at) const;
