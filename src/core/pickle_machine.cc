@@ -59,17 +59,13 @@ void Machine::mark() {
 
 // Scalars: None, the bools, ints and floats.
 Value* Machine::none() {
-  if (!none_) made_cache(none_ = make(PKind::None));
+  if (!none_) make_cached(none_, PKind::None);
   return none_;
 }
 
 Value* Machine::bool_value(bool b) {
   Value*& v = bools_[b];
-  if (!v) {
-    v = make(PKind::Bool);
-    v->b = b;
-    made_cache(v);
-  }
+  if (!v) make_cached(v, PKind::Bool)->b = b;
   return v;
 }
 
@@ -126,7 +122,7 @@ Value* Machine::string_line() {
 
 // Containers, and what APPEND(S) / SETITEM(S) put into the one under them.
 Value* Machine::empty_tuple() {  // immutable: one node per pickle
-  if (!empty_tuple_) made_cache(empty_tuple_ = make(PKind::Tuple));
+  if (!empty_tuple_) make_cached(empty_tuple_, PKind::Tuple);
   return empty_tuple_;
 }
 

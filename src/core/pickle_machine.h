@@ -163,11 +163,7 @@ class Machine {
   Value* int_value(int64_t x) {
     if (x >= 0 && x < 256) {
       Value*& c = small_ints_[x];
-      if (!c) {
-        c = make(PKind::Int);
-        c->i = x;
-        made_cache(c);
-      }
+      if (!c) make_cached(c, PKind::Int)->i = x;
       return c;
     }
     Value* v = make(PKind::Int);
@@ -462,6 +458,11 @@ class Machine {
   std::vector<Value**> cache_log_;  // the one-per-pickle nodes made since then (small ints, None, ...)
   void made_cache(Value*& c) {
     if (pack_ && !marks_.empty()) cache_log_.push_back(&c);
+  }
+  // Makes the one node per pickle that `c` caches (small ints, None, the bools, the empty tuple).
+  Value* make_cached(Value*& c, PKind k) {
+    made_cache(c = make(k));
+    return c;
   }
   uint64_t mutations_ = 0;  // SETITEM(S), APPEND(S), ADDITEMS, BUILD run so far
   Value* last_tuple_ = nullptr;
