@@ -485,25 +485,26 @@ class Machine {
   };
   std::vector<Cache> caches_;
 
-  // try_pack's steps and skim_metadata's (pickle_pack.cc, where they are inlined into them).
+  // try_pack's steps and skim_metadata's (pickle_pack.cc). Those that were their inline code are inlined
+  // into them again; those that were lambdas g++ kept out of line (keep, give_up, global_is) are left to it.
   struct PackForm;
   struct SkimStart;
   inline bool named_global(const Value* g, std::string_view module, std::string_view name) const;
   inline bool ordered_global(const Value* g) const;
-  inline bool pack_hooks(const Value* hooks, Value*& hooks_fn) const;
-  inline bool pack_form(const Value* args, PackForm& f) const;
+  [[gnu::always_inline]] inline bool pack_hooks(const Value* hooks, Value*& hooks_fn) const;
+  [[gnu::always_inline]] inline bool pack_form(const Value* args, PackForm& f) const;
   inline bool pack_keep(const Heap::Pos& since, Value* v);
-  inline bool pack_survivors(const MarkAt& at, const PackForm& f);
-  inline Value* pack_moved(Value* v) const;
-  inline void pack_rewind(const MarkAt& at);
-  inline Value* packed_call(Value* fn, const PackForm& f, uint32_t depth);
-  inline bool metadata_follows() const;
+  [[gnu::always_inline]] inline bool pack_survivors(const MarkAt& at, const PackForm& f);
+  [[gnu::always_inline]] inline Value* pack_moved(Value* v) const;
+  [[gnu::always_inline]] inline void pack_rewind(const MarkAt& at);
+  [[gnu::always_inline]] inline Value* packed_call(Value* fn, const PackForm& f, uint32_t depth);
+  [[gnu::always_inline]] inline bool metadata_follows() const;
   inline bool skim_undo(const SkimStart& s, uint64_t& ops);
   [[gnu::always_inline]] inline bool skim_put(uint64_t key);
   [[gnu::always_inline]] inline bool skim_fetch(uint64_t key);
   [[gnu::always_inline]] inline bool skim_item(size_t t, size_t k, bool& deep);
   [[gnu::always_inline]] inline bool skim_setitems(bool& deep);
-  inline void skim_build(uint64_t state_at, bool deep);
+  [[gnu::always_inline]] inline void skim_build(uint64_t state_at, bool deep);
 };
 
 // Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts

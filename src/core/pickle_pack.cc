@@ -256,7 +256,8 @@ bool Machine::metadata_follows() const {
   const bool written = (have(v, at, 11) && d[at] == 0x8c && d[at + 1] == kMetadata.size() &&
                         std::string_view(reinterpret_cast<const char*>(d + at + 2), kMetadata.size()) == kMetadata) ||
                        (have(v, at, 14) && d[at] == 'X' && d[at + 1] == kMetadata.size() && d[at + 2] == 0 && d[at + 3] == 0 &&
-                        d[at + 4] == 0 && std::string_view(reinterpret_cast<const char*>(d + at + 5), kMetadata.size()) == kMetadata);
+                        d[at + 4] == 0 &&
+                        std::string_view(reinterpret_cast<const char*>(d + at + 5), kMetadata.size()) == kMetadata);
   const bool fetched = (have(v, at, 2) && d[at] == 'h' && memo_str(d[at + 1]) == kMetadata) ||
                        (have(v, at, 5) && d[at] == 'j' &&
                         memo_str(d[at + 1] | d[at + 2] << 8 | d[at + 3] << 16 | uint64_t{d[at + 4]} << 24) == kMetadata);
@@ -390,7 +391,8 @@ bool Machine::skim_metadata(uint64_t& ops) {
         const uint64_t n = op == 'X' ? le32(d + at + 1) : d[at + 1];
         next += len_bytes + n;
         if (n > lim_.string_bytes || !have(v, at, next - at)) return give_up();
-        st.push_back({K::Str, std::string_view(reinterpret_cast<const char*>(d + at + 1 + len_bytes), n) == kMetadata, false, nullptr, at});
+        st.push_back({K::Str, std::string_view(reinterpret_cast<const char*>(d + at + 1 + len_bytes), n) == kMetadata, false,
+                      nullptr, at});
         break;
       }
       case 'q':
