@@ -163,11 +163,7 @@ class Machine {
   Value* int_value(int64_t x) {
     if (x >= 0 && x < 256) {
       Value*& c = small_ints_[x];
-      if (!c) {
-        c = make(PKind::Int);
-        c->i = x;
-        made_cache(c);
-      }
+      if (!c) make_cached(c, PKind::Int)->i = x;
       return c;
     }
     Value* v = make(PKind::Int);
@@ -261,6 +257,38 @@ class Machine {
     auto it = memo_map_.find(key);
     return it == memo_map_.end() ? nullptr : &it->second;
   }
+  // run()'s opcode handlers, by family, defined before it in pickle_machine.cc and inlined into its switch.
+  [[gnu::always_inline]] inline void proto();
+  [[gnu::always_inline]] inline void frame();
+  [[gnu::always_inline]] inline Unpickled stop();
+  [[gnu::always_inline]] inline void mark();
+  [[gnu::always_inline]] inline Value* none();
+  [[gnu::always_inline]] inline Value* bool_value(bool b);
+  [[gnu::always_inline]] inline Value* int_line();
+  [[gnu::always_inline]] inline Value* long_line();
+  [[gnu::always_inline]] inline uint64_t length32();
+  [[gnu::always_inline]] inline Value* float_line();
+  [[gnu::always_inline]] inline Value* binfloat();
+  [[gnu::always_inline]] inline Value* string_line();
+  [[gnu::always_inline]] inline Value* empty_tuple();
+  [[gnu::always_inline]] inline void empty_dict(uint64_t& ops);
+  [[gnu::always_inline]] inline void tuple_from_mark();
+  [[gnu::always_inline]] inline Value* dict_from_mark();
+  [[gnu::always_inline]] inline void small_tuple(size_t n);
+  [[gnu::always_inline]] inline void append();
+  [[gnu::always_inline]] inline void setitem();
+  [[gnu::always_inline]] inline void items_from_mark(bool set);
+  [[gnu::always_inline]] inline Value* global_line();
+  [[gnu::always_inline]] inline void stack_global();
+  [[gnu::always_inline]] inline Value* extension(uint8_t op);
+  [[gnu::always_inline]] inline void reduce();
+  [[gnu::always_inline]] inline void newobj();
+  [[gnu::always_inline]] inline void newobj_ex();
+  [[gnu::always_inline]] inline void obj();
+  [[gnu::always_inline]] inline void inst();
+  [[gnu::always_inline]] inline void build();
+  [[gnu::always_inline]] inline void persid(Value* pid, bool nested);
+
   Value* try_pack(Value* fn, Value* args);
   bool skim_metadata(uint64_t& ops);
   std::string_view str_at(uint64_t at) const;
@@ -431,6 +459,11 @@ class Machine {
   void made_cache(Value*& c) {
     if (pack_ && !marks_.empty()) cache_log_.push_back(&c);
   }
+  // Makes the one node per pickle that `c` caches (small ints, None, the bools, the empty tuple).
+  Value* make_cached(Value*& c, PKind k) {
+    made_cache(c = make(k));
+    return c;
+  }
   uint64_t mutations_ = 0;  // SETITEM(S), APPEND(S), ADDITEMS, BUILD run so far
   Value* last_tuple_ = nullptr;
   MarkAt last_tuple_at_;
@@ -451,6 +484,27 @@ class Machine {
     Value* was;
   };
   std::vector<Cache> caches_;
+
+  // try_pack's steps and skim_metadata's (pickle_pack.cc). Those that were their inline code are inlined
+  // into them again; those that were lambdas g++ kept out of line (keep, give_up, global_is) are left to it.
+  struct PackForm;
+  struct SkimStart;
+  inline bool named_global(const Value* g, std::string_view module, std::string_view name) const;
+  inline bool ordered_global(const Value* g) const;
+  [[gnu::always_inline]] inline bool pack_hooks(const Value* hooks, Value*& hooks_fn) const;
+  [[gnu::always_inline]] inline bool pack_form(const Value* args, PackForm& f) const;
+  inline bool pack_keep(const Heap::Pos& since, Value* v);
+  [[gnu::always_inline]] inline bool pack_survivors(const MarkAt& at, const PackForm& f);
+  [[gnu::always_inline]] inline Value* pack_moved(Value* v) const;
+  [[gnu::always_inline]] inline void pack_rewind(const MarkAt& at);
+  [[gnu::always_inline]] inline Value* packed_call(Value* fn, const PackForm& f, uint32_t depth);
+  [[gnu::always_inline]] inline bool metadata_follows() const;
+  inline bool skim_undo(const SkimStart& s, uint64_t& ops);
+  [[gnu::always_inline]] inline bool skim_put(uint64_t key);
+  [[gnu::always_inline]] inline bool skim_fetch(uint64_t key);
+  [[gnu::always_inline]] inline bool skim_item(size_t t, size_t k, bool& deep);
+  [[gnu::always_inline]] inline bool skim_setitems(bool& deep);
+  [[gnu::always_inline]] inline void skim_build(uint64_t state_at, bool deep);
 };
 
 // Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts

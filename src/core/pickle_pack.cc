@@ -4,113 +4,164 @@
 
 namespace ckpt::pickle_detail {
 
-Value* Machine::try_pack(Value* fn, Value* args) {
-  const MarkAt at = last_tuple_at_;
-  auto global_is = [&](const Value* g, std::string_view m, std::string_view n) {
-    return g->kind == PKind::Global && g->str() == m && g->name() == n && !out_.globals[static_cast<size_t>(g->ext->global)].computed;
-  };
-  auto plain = [](const Value* v, PKind k) { return v->kind == k && v->ext == nullptr; };
-  if (!global_is(fn, "torch._utils", "_rebuild_tensor_v2") || heap_.since(at.pos, fn)) return nullptr;
-  if (mutations_ != at.mutations || out_.nested_loads.size() != at.nested || !heap_.can_rewind(at.pos)) return nullptr;
-  if (!plain(args, PKind::Tuple) || args->kids().size() != 6) return nullptr;
+namespace {
+
+// A value with nothing but its kind's own fields (no ext: no BUILD, SETITEMS or call behind it).
+bool plain(const Value* v, PKind k) { return v->kind == k && v->ext == nullptr; }
+
+// Whether `n` bytes from `at` are within `v`.
+bool have(const ByteView& v, uint64_t at, uint64_t n) { return at <= v.size() && n <= v.size() - at; }
+
+uint32_t le32(const uint8_t* p) {
+  uint32_t x = 0;
+  std::memcpy(&x, p, 4);  // little-endian, as every host ckpt builds for
+  return x;
+}
+
+constexpr std::string_view kMetadata = "_metadata";
+
+}  // namespace
+
+// A _rebuild_tensor_v2 call as pack_form reads it, before the rewind overwrites its values: those the
+// packed call keeps (copied again after the rewind) and its numbers.
+struct Machine::PackForm {
+  Value* word;
+  Value* cls;
+  Value* key;
+  Value* loc;
+  Value* hooks_fn;  // OrderedDict's Global for OrderedDict() hooks, null for {}
+  uint32_t back[6];  // how far before the REDUCE the args, pid, pers, size, stride and hooks were made
+  int64_t numel;
+  int64_t offset;
+  bool requires_grad;
+  size_t ndim;
+  int64_t dims[128];  // the sizes, then the strides
+};
+
+// A global the pickle names (not computed at load time).
+bool Machine::named_global(const Value* g, std::string_view module, std::string_view name) const {
+  return g->kind == PKind::Global && g->str() == module && g->name() == name &&
+         !out_.globals[static_cast<size_t>(g->ext->global)].computed;
+}
+
+bool Machine::ordered_global(const Value* g) const { return g && named_global(g, "collections", "OrderedDict"); }
+
+// The backward hooks of a packed call: {} or OrderedDict(), whose Global goes to `hooks_fn`.
+bool Machine::pack_hooks(const Value* hooks, Value*& hooks_fn) const {
+  hooks_fn = nullptr;
+  if (hooks->kind == PKind::Object) {
+    const ObjExt* e = hooks->ext;
+    if (hooks->how != ObjHow::Reduce || !hooks->kids().empty() || !e || !ordered_global(e->callable) || !e->args ||
+        !plain(e->args, PKind::Tuple) || !e->args->kids().empty() || e->kwargs || e->state || !e->dict.empty() || e->packed)
+      return false;
+    hooks_fn = e->callable;
+  } else if (!plain(hooks, PKind::Dict) || !hooks->kids().empty()) {
+    return false;
+  }
+  return true;
+}
+
+// Whether `args` has the form PackedTensor describes: (PersId(('storage', cls, key, location, numel)),
+// offset, size, stride, requires_grad, hooks) of plain values; `f` then holds what packing needs of them.
+bool Machine::pack_form(const Value* args, PackForm& f) const {
+  if (!plain(args, PKind::Tuple) || args->kids().size() != 6) return false;
   const Kids& a = args->kids();
   const Value* pers = a[0];
   if (pers->kind != PKind::PersId || !pers->ext || pers->ext->callable || pers->ext->kwargs || pers->ext->state ||
       !pers->ext->dict.empty() || !pers->kids().empty() || !pers->ext->args)
-    return nullptr;
+    return false;
   const Value* pid = pers->ext->args;
-  if (!plain(pid, PKind::Tuple) || pid->kids().size() != 5) return nullptr;
-  Value* word = pid->kids()[0];
-  Value* cls = pid->kids()[1];
-  Value* key = pid->kids()[2];
-  Value* loc = pid->kids()[3];
+  if (!plain(pid, PKind::Tuple) || pid->kids().size() != 5) return false;
+  f.word = pid->kids()[0];
+  f.cls = pid->kids()[1];
+  f.key = pid->kids()[2];
+  f.loc = pid->kids()[3];
   const Value* numel = pid->kids()[4];
-  if (!word->is_str() || word->str() != "storage" || cls->kind != PKind::Global || out_.globals[static_cast<size_t>(cls->ext->global)].computed ||
-      !key->is_str() || !loc->is_str() || !plain(numel, PKind::Int))
-    return nullptr;
+  if (!f.word->is_str() || f.word->str() != "storage" || f.cls->kind != PKind::Global ||
+      out_.globals[static_cast<size_t>(f.cls->ext->global)].computed || !f.key->is_str() || !f.loc->is_str() ||
+      !plain(numel, PKind::Int))
+    return false;
   const Value* offset = a[1];
   const Value* size = a[2];
   const Value* stride = a[3];
   const Value* grad = a[4];
   const Value* hooks = a[5];
   if (!plain(offset, PKind::Int) || !plain(size, PKind::Tuple) || !plain(stride, PKind::Tuple) || !plain(grad, PKind::Bool))
-    return nullptr;
+    return false;
   const size_t ndim = size->kids().size();
-  if (ndim != stride->kids().size() || ndim > 64) return nullptr;
+  if (ndim != stride->kids().size() || ndim > 64) return false;
   for (size_t k = 0; k < ndim; ++k)
-    if (!plain(size->kids()[k], PKind::Int) || !plain(stride->kids()[k], PKind::Int)) return nullptr;
-  Value* hooks_fn = nullptr;
-  if (hooks->kind == PKind::Object) {
-    const ObjExt* e = hooks->ext;
-    if (hooks->how != ObjHow::Reduce || !hooks->kids().empty() || !e || !e->callable || !global_is(e->callable, "collections", "OrderedDict") ||
-        !e->args || !plain(e->args, PKind::Tuple) || !e->args->kids().empty() || e->kwargs || e->state || !e->dict.empty() || e->packed)
-      return nullptr;
-    hooks_fn = e->callable;
-  } else if (!plain(hooks, PKind::Dict) || !hooks->kids().empty()) {
-    return nullptr;
-  }
+    if (!plain(size->kids()[k], PKind::Int) || !plain(stride->kids()[k], PKind::Int)) return false;
+  if (!pack_hooks(hooks, f.hooks_fn)) return false;
   const Value* located[6] = {args, pid, pers, size, stride, hooks};
-  uint32_t back[6];
   for (size_t k = 0; k < 6; ++k) {
-    if (located[k]->offset > op_at_ || op_at_ - located[k]->offset > UINT32_MAX) return nullptr;
-    back[k] = static_cast<uint32_t>(op_at_ - located[k]->offset);
+    if (located[k]->offset > op_at_ || op_at_ - located[k]->offset > UINT32_MAX) return false;
+    f.back[k] = static_cast<uint32_t>(op_at_ - located[k]->offset);
   }
-  // Values to keep: the packed call's scalars and the memo's, when made since the MARK. Each is copied out
-  // (with its ext: a Global's name) before the rewind and allocated again after it.
-  std::vector<Kept>& kept = kept_;
-  kept.clear();
-  auto keep = [&](Value* v) -> bool {
-    if (!heap_.since(at.pos, v)) return true;
-    switch (v->kind) {
-      case PKind::Tuple:
-      case PKind::List:
-      case PKind::Dict:
-      case PKind::Set:
-      case PKind::FrozenSet:
-      case PKind::Object:
-      case PKind::PersId: return false;
-      default: break;
-    }
-    for (const Kept& k : kept)
-      if (k.from == v) return true;
-    if (kept.size() == 32 || (v->ext && (v->ext->state || !v->ext->dict.empty()))) return false;
-    kept.push_back({v, *v, v->ext ? *v->ext : ObjExt(), nullptr});
-    return true;
-  };
-  for (Value* v : {word, cls, key, loc, hooks_fn})
-    if (v && !keep(v)) return nullptr;
-  std::vector<PackSlot>& slots = pack_slots_;
-  slots.clear();
+  f.numel = numel->i;
+  f.offset = offset->i;
+  f.requires_grad = grad->b;
+  f.ndim = ndim;
+  for (size_t k = 0; k < ndim; ++k) {
+    f.dims[k] = size->kids()[k]->i;
+    f.dims[ndim + k] = stride->kids()[k]->i;
+  }
+  return true;
+}
+
+// Keeps `v` across the rewind to `since` when it was made after it: false for a container, or past 32
+// values. Each is copied out (with its ext: a Global's name) before the rewind and made again after it.
+bool Machine::pack_keep(const Heap::Pos& since, Value* v) {
+  if (!heap_.since(since, v)) return true;
+  switch (v->kind) {
+    case PKind::Tuple:
+    case PKind::List:
+    case PKind::Dict:
+    case PKind::Set:
+    case PKind::FrozenSet:
+    case PKind::Object:
+    case PKind::PersId: return false;
+    default: break;
+  }
+  for (const Kept& k : kept_)
+    if (k.from == v) return true;
+  if (kept_.size() == 32 || (v->ext && (v->ext->state || !v->ext->dict.empty()))) return false;
+  kept_.push_back({v, *v, v->ext ? *v->ext : ObjExt(), nullptr});
+  return true;
+}
+
+// What the rewind to the MARK at `at` must keep or drop: the packed call's scalars and the memo's, when
+// made since the MARK, and the one-per-pickle nodes (small ints, None, bools, the empty tuple) made since:
+// their copy when the memo keeps one, else made again when next needed.
+bool Machine::pack_survivors(const MarkAt& at, const PackForm& f) {
+  kept_.clear();
+  for (Value* v : {f.word, f.cls, f.key, f.loc, f.hooks_fn})
+    if (v && !pack_keep(at.pos, v)) return false;
+  pack_slots_.clear();
   for (size_t k = at.memo_log; k < memo_log_.size(); ++k) {
     Value** slot = memo_slot(memo_log_[k]);
     if (!slot || !*slot || is_unmade(*slot) || !heap_.since(at.pos, *slot)) continue;
-    const bool kept_value = keep(*slot);
-    if (!kept_value && kept.size() == 32) return nullptr;
-    slots.push_back({slot, kept_value});
+    const bool kept_value = pack_keep(at.pos, *slot);
+    if (!kept_value && kept_.size() == 32) return false;
+    pack_slots_.push_back({slot, kept_value});
   }
-  // The one-per-pickle nodes (small ints, None, bools, the empty tuple) made since the MARK: their copy
-  // when the memo keeps one, else made again when next needed.
-  std::vector<Cache>& caches = caches_;
-  caches.clear();
+  caches_.clear();
   for (size_t k = at.caches; k < cache_log_.size(); ++k)
-    if (Value*& c = *cache_log_[k]; c && heap_.since(at.pos, c)) caches.push_back({&c, c});
-  const int64_t numel_v = numel->i, offset_v = offset->i;
-  const bool grad_v = grad->b;
-  int64_t dims[128];
-  for (size_t k = 0; k < ndim; ++k) {
-    dims[k] = size->kids()[k]->i;
-    dims[ndim + k] = stride->kids()[k]->i;
-  }
-  const uint32_t depth = args->depth + 1;
-  if (depth > lim_.pickle_depth) return nullptr;  // the call as unpacked fails there, with its message
+    if (Value*& c = *cache_log_[k]; c && heap_.since(at.pos, c)) caches_.push_back({&c, c});
+  return true;
+}
 
+// Where a value kept across the rewind went (others stay where they are).
+Value* Machine::pack_moved(Value* v) const {
+  for (const Kept& k : kept_)
+    if (k.from == v) return k.to;
+  return v;
+}
+
+// Rewinds the heap to the MARK at `at`: the kept values made again, the memo's dropped ones kDropped.
+void Machine::pack_rewind(const MarkAt& at) {
   heap_.rewind(at.pos);
-  auto moved = [&](Value* v) -> Value* {
-    for (const Kept& k : kept)
-      if (k.from == v) return k.to;
-    return v;
-  };
-  for (Kept& kp : kept) {
+  for (Kept& kp : kept_) {
     kp.to = heap_.make(kp.v.kind, kp.v.offset);
     *kp.to = kp.v;
     if (kp.v.ext) {
@@ -118,14 +169,18 @@ Value* Machine::try_pack(Value* fn, Value* args) {
       *heap_.ext(kp.to) = kp.e;
     }
   }
-  for (const PackSlot& s : slots) *s.slot = s.keep ? moved(*s.slot) : &kDropped;
-  for (const Cache& c : caches) {
-    Value* to = moved(c.was);
+  for (const PackSlot& s : pack_slots_) *s.slot = s.keep ? pack_moved(*s.slot) : &kDropped;
+  for (const Cache& c : caches_) {
+    Value* to = pack_moved(c.was);
     *c.at = to == c.was ? nullptr : to;
   }
   memo_log_.resize(at.memo_log);
   cache_log_.resize(at.caches);
+}
 
+// The REDUCE of `fn` as one Object holding its PackedTensor.
+Value* Machine::packed_call(Value* fn, const PackForm& f, uint32_t depth) {
+  const size_t ndim = f.ndim;
   Value* o = make(PKind::Object);
   o->how = ObjHow::Reduce;
   o->depth = depth;
@@ -134,19 +189,31 @@ Value* Machine::try_pack(Value* fn, Value* args) {
   auto* p = new (heap_.alloc(sizeof(PackedTensor) + sizeof(int64_t) * (ndim ? 2 * ndim - 1 : 0), alignof(PackedTensor))) PackedTensor();
   p->heap = &heap_;
   p->reduce_at = op_at_;
-  p->storage_word = moved(word);
-  p->cls = moved(cls);
-  p->key = moved(key);
-  p->location = moved(loc);
-  p->hooks_fn = hooks_fn ? moved(hooks_fn) : nullptr;
-  p->numel = numel_v;
-  p->offset = offset_v;
-  std::copy(back, back + 6, p->back);
+  p->storage_word = pack_moved(f.word);
+  p->cls = pack_moved(f.cls);
+  p->key = pack_moved(f.key);
+  p->location = pack_moved(f.loc);
+  p->hooks_fn = f.hooks_fn ? pack_moved(f.hooks_fn) : nullptr;
+  p->numel = f.numel;
+  p->offset = f.offset;
+  std::copy(f.back, f.back + 6, p->back);
   p->ndim = static_cast<uint8_t>(ndim);
-  p->requires_grad = grad_v;
-  std::copy(dims, dims + 2 * ndim, p->dims);
+  p->requires_grad = f.requires_grad;
+  std::copy(f.dims, f.dims + 2 * ndim, p->dims);
   e->packed = p;
   return o;
+}
+
+Value* Machine::try_pack(Value* fn, Value* args) {
+  const MarkAt at = last_tuple_at_;
+  if (!named_global(fn, "torch._utils", "_rebuild_tensor_v2") || heap_.since(at.pos, fn)) return nullptr;
+  if (mutations_ != at.mutations || out_.nested_loads.size() != at.nested || !heap_.can_rewind(at.pos)) return nullptr;
+  PackForm f;
+  if (!pack_form(args, f) || !pack_survivors(at, f)) return nullptr;
+  const uint32_t depth = args->depth + 1;
+  if (depth > lim_.pickle_depth) return nullptr;  // the call as unpacked fails there, with its message
+  pack_rewind(at);
+  return packed_call(fn, f, depth);
 }
 
 // The text of the string whose opcode (BINUNICODE or SHORT_BINUNICODE, checked when skimmed) is at `at`.
@@ -166,6 +233,109 @@ std::optional<std::string_view> Machine::memo_str(uint64_t key) const {
   return std::nullopt;
 }
 
+// Where a skim started: what giving it up (skim_undo) puts back.
+struct Machine::SkimStart {
+  uint64_t pos;
+  uint64_t op_at;
+  uint64_t ops;
+  uint64_t frame_end;
+  size_t memo;
+  bool framed;
+  const char* op_name;
+};
+
+// Whether the next opcodes after the state's EMPTY_DICT are a memo put, then the key "_metadata" (written,
+// or fetched from the memo).
+bool Machine::metadata_follows() const {
+  const ByteView& v = c_.view();
+  const uint8_t* d = v.data();
+  uint64_t at = c_.pos();
+  if (have(v, at, 2) && d[at] == 'q') at += 2;
+  else if (have(v, at, 5) && d[at] == 'r') at += 5;
+  else if (have(v, at, 1) && d[at] == 0x94) at += 1;
+  const bool written = (have(v, at, 11) && d[at] == 0x8c && d[at + 1] == kMetadata.size() &&
+                        std::string_view(reinterpret_cast<const char*>(d + at + 2), kMetadata.size()) == kMetadata) ||
+                       (have(v, at, 14) && d[at] == 'X' && d[at + 1] == kMetadata.size() && d[at + 2] == 0 && d[at + 3] == 0 &&
+                        d[at + 4] == 0 &&
+                        std::string_view(reinterpret_cast<const char*>(d + at + 5), kMetadata.size()) == kMetadata);
+  const bool fetched = (have(v, at, 2) && d[at] == 'h' && memo_str(d[at + 1]) == kMetadata) ||
+                       (have(v, at, 5) && d[at] == 'j' &&
+                        memo_str(d[at + 1] | d[at + 2] << 8 | d[at + 3] << 16 | uint64_t{d[at + 4]} << 24) == kMetadata);
+  return written || fetched;
+}
+
+// Gives a skim up: the cursor and the memo back at the EMPTY_DICT, which is read as usual, and so is the
+// rest of the pickle. Returns false, skim_metadata's answer.
+bool Machine::skim_undo(const SkimStart& s, uint64_t& ops) {
+  memo_vec_.resize(s.memo);
+  c_.seek(s.pos);
+  op_at_ = s.op_at;
+  op_name_ = s.op_name;
+  ops = s.ops;
+  frame_end_ = s.frame_end;
+  out_.framed = s.framed;
+  skim_off_ = true;
+  return false;
+}
+
+// A memo put of the skimmed value on top: its real value, an unmade string or kDropped.
+bool Machine::skim_put(uint64_t key) {
+  if (skim_.empty() || skim_.back().kind == Skimmed::Mark || key != memo_vec_.size() || key >= (1ull << 26) ||
+      memo_count() >= lim_.memo_entries)
+    return false;
+  const Skimmed& s = skim_.back();
+  memo_vec_.push_back(s.real ? s.real : s.kind == Skimmed::Str ? unmade(s.at) : &kDropped);
+  return true;
+}
+
+// A memo fetch: a string (made or not) or OrderedDict's global, else no skim.
+bool Machine::skim_fetch(uint64_t key) {
+  Value* m = key < memo_vec_.size() ? memo_vec_[key] : nullptr;
+  if (!m) return false;
+  if (is_unmade(m)) skim_.push_back({Skimmed::Str, str_at(unmade_at(m)) == kMetadata, false, nullptr, unmade_at(m)});
+  else if (m->kind == PKind::Str && !m->ext) skim_.push_back({Skimmed::Str, m->str() == kMetadata, false, m});
+  else if (ordered_global(m)) skim_.push_back({Skimmed::OrderedGlobal, false, false, m});
+  else return false;
+  return true;
+}
+
+// SETITEM(S) of skim_[k] -> skim_[k + 1] into skim_[t]: '_metadata' -> OrderedDict, str -> dict, str -> int
+// (`deep`: an inner dict received an item).
+bool Machine::skim_item(size_t t, size_t k, bool& deep) {
+  using K = Skimmed::Kind;
+  Skimmed& to = skim_[t];
+  const K key = skim_[k].kind, val = skim_[k + 1].kind;
+  if (key != K::Str) return false;
+  if (to.kind == K::State && val == K::Ordered && skim_[k].metadata_key) return to.filled = true;
+  if (to.kind == K::Ordered && val == K::Dict) return to.filled = true;
+  if (to.kind == K::Dict && val == K::Int) return to.filled = deep = true;
+  return false;
+}
+
+// SETITEMS: the pairs above the last MARK into the value under it.
+bool Machine::skim_setitems(bool& deep) {
+  size_t m = skim_.size();
+  while (m > 0 && skim_[m - 1].kind != Skimmed::Mark) --m;
+  if (m < 2 || (skim_.size() - m) % 2 != 0) return false;  // m - 1: the MARK; m - 2: the target
+  for (size_t k = m; k < skim_.size(); k += 2)
+    if (!skim_item(m - 2, k, deep)) return false;
+  skim_.resize(m - 1);
+  return true;
+}
+
+// The BUILD of the state dict, with the whole state read: an empty dict of the state's depth (4 when
+// `deep`, else 3), made where the EMPTY_DICT at `state_at` was.
+void Machine::skim_build(uint64_t state_at, bool deep) {
+  op_name_ = "BUILD";
+  ++mutations_;
+  Value* target = stack_.back();
+  use(target->callable(), kUseBuilt);
+  Value* state = heap_.make(PKind::Dict, state_at);
+  state->depth = deep ? 4 : 3;
+  heap_.ext(target)->state = state;
+  note_child(target, state);
+}
+
 // Packing, at an EMPTY_DICT on top of a state dict of packed tensors: torch.save's module versions, the
 // OrderedDict's BUILD state after its last tensor,
 //   {'_metadata': OrderedDict([('', {'version': 1}), ('fc', {'version': 1}), ...])}
@@ -179,77 +349,25 @@ bool Machine::skim_metadata(uint64_t& ops) {
   // (a depth limit under the state's 4 levels is met where reading it in full meets it)
   if (file_ || stack_.size() <= floor() || lim_.pickle_depth < 4) return false;
   const Value* od = stack_.back();
-  auto ordered_global = [&](const Value* g) {
-    return g && g->kind == PKind::Global && g->str() == "collections" && g->name() == "OrderedDict" &&
-           !out_.globals[static_cast<size_t>(g->ext->global)].computed;
-  };
   if (od->kind != PKind::Object || !ordered_global(od->callable()) || od->ext->state) return false;
   const Kids& items = od->ext->dict;
-  if (items.empty() || !items[items.size() - 1]->packed()) return false;
-  // The next opcodes: a memo put, then the key "_metadata" (written, or fetched from the memo).
+  if (items.empty() || !items[items.size() - 1]->packed() || !metadata_follows()) return false;
+
+  const SkimStart start{c_.pos(), op_at_, ops, frame_end_, memo_vec_.size(), out_.framed, op_name_};
+  auto give_up = [&] { return skim_undo(start, ops); };
   const ByteView& v = c_.view();
   const uint8_t* d = v.data();
-  uint64_t at = c_.pos();
-  auto have = [&](uint64_t n) { return at <= v.size() && n <= v.size() - at; };
-  if (have(2) && d[at] == 'q') at += 2;
-  else if (have(5) && d[at] == 'r') at += 5;
-  else if (have(1) && d[at] == 0x94) at += 1;
-  constexpr std::string_view kKey = "_metadata";
-  const bool written = (have(11) && d[at] == 0x8c && d[at + 1] == kKey.size() &&
-                        std::string_view(reinterpret_cast<const char*>(d + at + 2), kKey.size()) == kKey) ||
-                       (have(14) && d[at] == 'X' && d[at + 1] == kKey.size() && d[at + 2] == 0 && d[at + 3] == 0 && d[at + 4] == 0 &&
-                        std::string_view(reinterpret_cast<const char*>(d + at + 5), kKey.size()) == kKey);
-  const bool fetched = (have(2) && d[at] == 'h' && memo_str(d[at + 1]) == kKey) ||
-                       (have(5) && d[at] == 'j' && memo_str(d[at + 1] | d[at + 2] << 8 | d[at + 3] << 16 | uint64_t{d[at + 4]} << 24) == kKey);
-  if (!written && !fetched) return false;
-
-  const uint64_t start = c_.pos(), state_at = op_at_, ops_at = ops, frame_end = frame_end_;
-  const size_t memo_at = memo_vec_.size();
-  const bool framed = out_.framed;
-  const char* name = op_name_;
-  auto give_up = [&] {
-    memo_vec_.resize(memo_at);
-    c_.seek(start);
-    op_at_ = state_at;
-    op_name_ = name;
-    ops = ops_at;
-    frame_end_ = frame_end;
-    out_.framed = framed;
-    skim_off_ = true;
-    return false;
-  };
   using K = Skimmed::Kind;
   std::vector<Skimmed>& st = skim_;
   st.assign(1, Skimmed{K::State});
   bool deep = false;  // an inner dict received an item: the state is 4 deep, else 3 or less
   size_t marks = 0;  // MARKs open on `st`
-  auto put = [&](uint64_t key) -> bool {
-    if (st.empty() || st.back().kind == K::Mark || key != memo_vec_.size() || key >= (1ull << 26) || memo_count() >= lim_.memo_entries)
-      return false;
-    const Skimmed& s = st.back();
-    memo_vec_.push_back(s.real ? s.real : s.kind == K::Str ? unmade(s.at) : &kDropped);
-    return true;
-  };
-  // SETITEM(S) of st[k] -> st[k + 1] into st[t]: '_metadata' -> OrderedDict, str -> dict, str -> int.
-  auto item = [&](size_t t, size_t k) {
-    Skimmed& to = st[t];
-    const K key = st[k].kind, val = st[k + 1].kind;
-    if (key != K::Str) return false;
-    if (to.kind == K::State && val == K::Ordered && st[k].metadata_key) return to.filled = true;
-    if (to.kind == K::Ordered && val == K::Dict) return to.filled = true;
-    if (to.kind == K::Dict && val == K::Int) return to.filled = deep = true;
-    return false;
-  };
-  auto le32 = [&](uint64_t p) {
-    uint32_t x = 0;
-    std::memcpy(&x, d + p, 4);  // little-endian, as every host ckpt builds for
-    return x;
-  };
   for (;;) {
-    at = c_.pos();
+    const uint64_t at = c_.pos();
     op_at_ = at;
     // The limits: where one is near, reading in full says which, where.
-    if (++ops > lim_.pickle_ops || !have(1) || stack_.size() + st.size() + 1 >= lim_.pickle_depth * 64 + 1024) return give_up();
+    if (++ops > lim_.pickle_ops || !have(v, at, 1) || stack_.size() + st.size() + 1 >= lim_.pickle_depth * 64 + 1024)
+      return give_up();
     const uint8_t op = d[at];
     uint64_t next = at + 1;
     switch (op) {
@@ -263,41 +381,34 @@ bool Machine::skim_metadata(uint64_t& ops) {
       case 'M':
       case 'J':
         next += op == 'K' ? 1 : op == 'M' ? 2 : 4;
-        if (!have(next - at)) return give_up();
+        if (!have(v, at, next - at)) return give_up();
         st.push_back({K::Int});
         break;
       case 0x8c:
       case 'X': {
         const uint64_t len_bytes = op == 'X' ? 4 : 1;
-        if (!have(1 + len_bytes)) return give_up();
-        const uint64_t n = op == 'X' ? le32(at + 1) : d[at + 1];
+        if (!have(v, at, 1 + len_bytes)) return give_up();
+        const uint64_t n = op == 'X' ? le32(d + at + 1) : d[at + 1];
         next += len_bytes + n;
-        if (n > lim_.string_bytes || !have(next - at)) return give_up();
-        st.push_back({K::Str, std::string_view(reinterpret_cast<const char*>(d + at + 1 + len_bytes), n) == kKey, false, nullptr, at});
+        if (n > lim_.string_bytes || !have(v, at, next - at)) return give_up();
+        st.push_back({K::Str, std::string_view(reinterpret_cast<const char*>(d + at + 1 + len_bytes), n) == kMetadata, false,
+                      nullptr, at});
         break;
       }
       case 'q':
       case 'r':
-      case 0x94: {
+      case 0x94:
         next += op == 'q' ? 1 : op == 'r' ? 4 : 0;
-        if (!have(next - at) || !put(op == 'q' ? d[at + 1] : op == 'r' ? le32(at + 1) : memo_count())) return give_up();
+        if (!have(v, at, next - at) || !skim_put(op == 'q' ? d[at + 1] : op == 'r' ? le32(d + at + 1) : memo_count()))
+          return give_up();
         break;
-      }
       case 'h':
-      case 'j': {
+      case 'j':
         next += op == 'h' ? 1 : 4;
-        if (!have(next - at)) return give_up();
-        const uint64_t key = op == 'h' ? d[at + 1] : le32(at + 1);
-        Value* m = key < memo_vec_.size() ? memo_vec_[key] : nullptr;
-        if (!m) return give_up();
-        if (is_unmade(m)) st.push_back({K::Str, str_at(unmade_at(m)) == kKey, false, nullptr, unmade_at(m)});
-        else if (m->kind == PKind::Str && !m->ext) st.push_back({K::Str, m->str() == kKey, false, m});
-        else if (ordered_global(m)) st.push_back({K::OrderedGlobal, false, false, m});
-        else return give_up();
+        if (!have(v, at, next - at) || !skim_fetch(op == 'h' ? d[at + 1] : le32(d + at + 1))) return give_up();
         break;
-      }
       case 0x95: {  // FRAME, parsing bytes: a length that must fit
-        if (!have(9)) return give_up();
+        if (!have(v, at, 9)) return give_up();
         uint64_t n = 0;
         std::memcpy(&n, d + at + 1, 8);
         next += 8;
@@ -314,32 +425,18 @@ bool Machine::skim_metadata(uint64_t& ops) {
         st.back() = {K::Ordered};
         break;
       case 's':
-        if (st.size() < 3 || !item(st.size() - 3, st.size() - 2)) return give_up();
+        if (st.size() < 3 || !skim_item(st.size() - 3, st.size() - 2, deep)) return give_up();
         st.resize(st.size() - 2);
         break;
-      case 'u': {
-        size_t m = st.size();
-        while (m > 0 && st[m - 1].kind != K::Mark) --m;
-        if (m < 2 || (st.size() - m) % 2 != 0) return give_up();  // m - 1: the MARK; m - 2: the target
-        for (size_t k = m; k < st.size(); k += 2)
-          if (!item(m - 2, k)) return give_up();
-        st.resize(m - 1);
+      case 'u':
+        if (!skim_setitems(deep)) return give_up();
         --marks;
         break;
-      }
-      case 'b': {  // BUILD of the state dict with the whole state read
+      case 'b':  // BUILD of the state dict with the whole state read
         if (st.size() != 1 || !st[0].filled) return give_up();
         c_.seek(next);
-        op_name_ = "BUILD";
-        ++mutations_;
-        Value* target = stack_.back();
-        use(target->callable(), kUseBuilt);
-        Value* state = heap_.make(PKind::Dict, state_at);
-        state->depth = deep ? 4 : 3;
-        heap_.ext(target)->state = state;
-        note_child(target, state);
+        skim_build(start.op_at, deep);
         return true;
-      }
       default: return give_up();
     }
     c_.seek(next);

@@ -135,22 +135,17 @@ class Parser {
     return Node{};
   }
 
-  Node or_expr() {
-    Node l = and_expr();
-    for (int n = 0; eat_ident("or"); ++n) {
+  // a word b word c ...: `word` ("or", "and") between operands that `operand` reads, left-associative.
+  Node keyword_chain(const char* word, Node (Parser::*operand)()) {
+    Node l = (this->*operand)();
+    for (int n = 0; eat_ident(word); ++n) {
       if (n > 256) return fail();
-      l = Node{Node::Bin, "or", {std::move(l), and_expr()}};
+      l = Node{Node::Bin, word, {std::move(l), (this->*operand)()}};
     }
     return l;
   }
-  Node and_expr() {
-    Node l = not_expr();
-    for (int n = 0; eat_ident("and"); ++n) {
-      if (n > 256) return fail();
-      l = Node{Node::Bin, "and", {std::move(l), not_expr()}};
-    }
-    return l;
-  }
+  Node or_expr() { return keyword_chain("or", &Parser::and_expr); }
+  Node and_expr() { return keyword_chain("and", &Parser::not_expr); }
   Node not_expr() {
     if (depth_ > 256) return fail();
     if (eat_ident("not")) {
