@@ -107,88 +107,84 @@ void TorchInterpreter::optimizer_details(const std::string& key, size_t index, c
       J{{"key", key}, {"index", index}, {"param_groups", std::move(groups)}, {"state", {{"params", params}, {"keys", std::move(keys)}}}});
 }
 
-// The details of every top-level key lightning_details.h reads: optimizers, schedulers, callbacks, loops,
+// The details of a top-level key lightning_details.h reads: optimizers, schedulers, callbacks, loops,
 // precision.
-void TorchInterpreter::lightning_details(const Value* root) {
+void TorchInterpreter::key_details(const std::string& key, const Value* val) {
   TrainingInfo& tr = ck_.training;
-  const auto& p = root->pairs();
-  for (size_t k = 0; k + 1 < p.size(); k += 2) {
-    if (!p[k]->is_str()) continue;
-    const std::string key(p[k]->str());
-    const Value* val = p[k + 1];
-    if (key == ck_.model_key) continue;
-    if (key == "optimizer_states" || key == "optimizer" || key == "optimizers") {
-      const auto list = each(val);
-      for (size_t j = 0; j < list.size(); ++j)
-        if (dict_like(list[j]) && dict_value(list[j], "param_groups")) optimizer_details(key, j, list[j]);
-    } else if (key == "lr_schedulers" || key == "scheduler" || key == "schedulers") {
-      const auto list = each(val);
-      for (size_t j = 0; j < list.size(); ++j)
-        if (dict_like(list[j])) tr.details["lr_schedulers"].push_back(J{{"key", key}, {"index", j}, {"state", state_details(list[j])}});
-    } else if (key == "callbacks" && dict_like(val)) {
-      const auto& cb = val->pairs();
-      for (size_t j = 0; j + 1 < cb.size(); j += 2)
-        if (cb[j]->is_str()) tr.details["callbacks"].push_back(J{{"key", std::string(cb[j]->str())}, {"state", state_details(cb[j + 1])}});
-    } else if (key == "loops" && dict_like(val)) {
-      tr.details["loops"] = state_details(val);
-    } else if ((key == "native_amp_scaling_state" || key == "amp_scaling_state" ||
-                (key.size() > 9 && key.compare(key.size() - 9, 9, "Precision") == 0)) &&
-               dict_like(val)) {
-      tr.details["precision"] = J{{"key", key}, {"state", state_details(val)}};
-    }
+  if (key == "optimizer_states" || key == "optimizer" || key == "optimizers") {
+    const auto list = each(val);
+    for (size_t j = 0; j < list.size(); ++j)
+      if (dict_like(list[j]) && dict_value(list[j], "param_groups")) optimizer_details(key, j, list[j]);
+  } else if (key == "lr_schedulers" || key == "scheduler" || key == "schedulers") {
+    const auto list = each(val);
+    for (size_t j = 0; j < list.size(); ++j)
+      if (dict_like(list[j])) tr.details["lr_schedulers"].push_back(J{{"key", key}, {"index", j}, {"state", state_details(list[j])}});
+  } else if (key == "callbacks" && dict_like(val)) {
+    const auto& cb = val->pairs();
+    for (size_t j = 0; j + 1 < cb.size(); j += 2)
+      if (cb[j]->is_str()) tr.details["callbacks"].push_back(J{{"key", std::string(cb[j]->str())}, {"state", state_details(cb[j + 1])}});
+  } else if (key == "loops" && dict_like(val)) {
+    tr.details["loops"] = state_details(val);
+  } else if ((key == "native_amp_scaling_state" || key == "amp_scaling_state" ||
+              (key.size() > 9 && key.compare(key.size() - 9, 9, "Precision") == 0)) &&
+             dict_like(val)) {
+    tr.details["precision"] = J{{"key", key}, {"state", state_details(val)}};
   }
 }
 
-// Every top-level key but the model's, claimed in the file's order: the callbacks' and loops' names, the
-// optimizer / scheduler states counted, anything else kept as data (its tensors counted, or its value).
-void TorchInterpreter::lightning_keys(const Value* root) {
+// A top-level key claimed: the callbacks' and loops' names, an optimizer / scheduler state counted,
+// anything else kept as data (its tensors counted, or its value).
+void TorchInterpreter::claim_key(const std::string& key, const Value* val) {
   TrainingInfo& tr = ck_.training;
-  const auto& p = root->pairs();
-  for (size_t k = 0; k + 1 < p.size(); k += 2) {
-    if (!p[k]->is_str()) continue;
-    const std::string key(p[k]->str());
-    const Value* val = p[k + 1];
-    if (key == ck_.model_key) continue;
-    if (key == "callbacks" && dict_like(val)) {
-      std::vector<std::string> names;
-      const auto& cb = val->pairs();
-      for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? std::string(cb[j]->str()) : std::string("?"));
-      tr.claim(key);
-      tr.callbacks = std::move(names);
-      const TensorCount held = held_tensors(val);  // e.g. ModelCheckpoint's best_model_score
-      if (held.tensors > 0) {
-        tr.claim("callback_tensors");
-        tr.callback_tensors = held;
-      }
-    } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
-               key == "scheduler" || key == "schedulers") {
-      const TensorCount held = held_tensors(val);
-      const uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->kids().size() : 1;
-      tr.claim(key);
-      tr.states.emplace_back(key, TrainingInfo::State{count, held});
-    } else if (key == "loops" && dict_like(val)) {
-      std::vector<std::string> names;
-      const auto& lp = val->pairs();
-      for (size_t j = 0; j + 1 < lp.size(); j += 2)
-        if (lp[j]->is_str()) names.push_back(std::string(lp[j]->str()));
-      tr.claim(key);
-      tr.loops = std::move(names);
-    } else {
-      TrainingInfo::Data d;
-      const TensorCount held = held_tensors(val);
-      if (held.tensors > 0) d.held = held;
-      else d.value = plain(val, 0);
-      tr.claim(key);
-      tr.data.emplace_back(key, std::move(d));
+  if (key == "callbacks" && dict_like(val)) {
+    std::vector<std::string> names;
+    const auto& cb = val->pairs();
+    for (size_t j = 0; j + 1 < cb.size(); j += 2) names.push_back(cb[j]->is_str() ? std::string(cb[j]->str()) : std::string("?"));
+    tr.claim(key);
+    tr.callbacks = std::move(names);
+    const TensorCount held = held_tensors(val);  // e.g. ModelCheckpoint's best_model_score
+    if (held.tensors > 0) {
+      tr.claim("callback_tensors");
+      tr.callback_tensors = held;
     }
+  } else if (key == "optimizer_states" || key == "optimizer" || key == "optimizers" || key == "lr_schedulers" ||
+             key == "scheduler" || key == "schedulers") {
+    const TensorCount held = held_tensors(val);
+    const uint64_t count = val->kind == PKind::List || val->kind == PKind::Tuple ? val->kids().size() : 1;
+    tr.claim(key);
+    tr.states.emplace_back(key, TrainingInfo::State{count, held});
+  } else if (key == "loops" && dict_like(val)) {
+    std::vector<std::string> names;
+    const auto& lp = val->pairs();
+    for (size_t j = 0; j + 1 < lp.size(); j += 2)
+      if (lp[j]->is_str()) names.push_back(std::string(lp[j]->str()));
+    tr.claim(key);
+    tr.loops = std::move(names);
+  } else {
+    TrainingInfo::Data d;
+    const TensorCount held = held_tensors(val);
+    if (held.tensors > 0) d.held = held;
+    else d.value = plain(val, 0);
+    tr.claim(key);
+    tr.data.emplace_back(key, std::move(d));
   }
 }
 
-// The details first, then the keys: both read the same tensors, the details keeping the scalars.
+// Every top-level key but the model's, in two passes: the details of each, then each claimed (the
+// storages met are recorded in that order).
 void TorchInterpreter::lightning(const Value* root) {
   in_model_ = false;
-  lightning_details(root);
-  lightning_keys(root);
+  const auto& p = root->pairs();
+  for (const bool claim : {false, true}) {
+    for (size_t k = 0; k + 1 < p.size(); k += 2) {
+      if (!p[k]->is_str()) continue;
+      const std::string key(p[k]->str());
+      const Value* val = p[k + 1];
+      if (key == ck_.model_key) continue;
+      if (claim) claim_key(key, val);
+      else key_details(key, val);
+    }
+  }
 }
 
 }  // namespace ckpt

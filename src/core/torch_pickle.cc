@@ -295,7 +295,8 @@ struct TorchInterpreter::Rebuild {
 void TorchInterpreter::need(const Rebuild& r, size_t n) const {
   if (nargs(r.v) < n) {
     const Value* c = r.v->callable();
-    fail(r.v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), c->name(), r.name, nargs(r.v), n));
+    fail(r.v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), c->name(), r.name,
+                          nargs(r.v), n));
   }
 }
 
@@ -355,7 +356,8 @@ void TorchInterpreter::bind(const Rebuild& r, size_t idx, std::optional<int64_t>
   }
 }
 
-void TorchInterpreter::with_storage(const Rebuild& r, const Value* pidv, const Value* offset, const DType* explicit_dtype) {
+void TorchInterpreter::with_storage(const Rebuild& r, const Value* pidv, const Value* offset,
+                                    const DType* explicit_dtype) {
   if (!pidv || pidv->kind != PKind::PersId) fail(r.v, fmt::format("storage of '{}' is not a persistent id", r.name));
   const Value* pid = pidv->args();
   const size_t idx = storage(pid, r.v);
@@ -427,24 +429,30 @@ void TorchInterpreter::strided(const Rebuild& r, bool v3) {
   if (v3) {
     const Value* d = arg(r.v, 6);
     dt = global_dtype(d);
-    if (!dt) fail(r.v, fmt::format("'{}' has unknown dtype {}", r.name, d && d->kind == PKind::Global ? d->qualified() : "?"));
+    if (!dt)
+      fail(r.v, fmt::format("'{}' has unknown dtype {}", r.name, d && d->kind == PKind::Global ? d->qualified() : "?"));
   }
   shape_stride(r, arg(r.v, 2), arg(r.v, 3));
   with_storage(r, arg(r.v, 0), arg(r.v, 1), dt);
   r.t.requires_grad = truthy(arg(r.v, 4));
 }
 
+// A tensor with no storage (meta, a wrapper subclass): its dtype, the GLOBAL at argument `at`, the size
+// and stride after it, its bytes. `what` starts the unknown-dtype error ("meta tensor ").
+void TorchInterpreter::storageless(const Rebuild& r, size_t at, std::string_view what) const {
+  r.t.dtype = global_dtype(arg(r.v, at));
+  if (!r.t.dtype) fail(r.v, fmt::format("{}'{}' has an unknown dtype", what, r.name));
+  shape_stride(r, arg(r.v, at + 1), arg(r.v, at + 2));
+  bytes_of(r);
+}
+
 // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a shape on the meta device.
 void TorchInterpreter::meta(const Rebuild& r) const {
   need(r, 3);
-  Tensor& t = r.t;
-  t.dtype = global_dtype(arg(r.v, 0));
-  if (!t.dtype) fail(r.v, fmt::format("meta tensor '{}' has an unknown dtype", r.name));
-  shape_stride(r, arg(r.v, 1), arg(r.v, 2));
-  t.requires_grad = truthy(arg(r.v, 3));
-  t.state = TensorState::Meta;
-  t.device = "meta";
-  bytes_of(r);
+  storageless(r, 0, "meta tensor ");
+  r.t.requires_grad = truthy(arg(r.v, 3));
+  r.t.state = TensorState::Meta;
+  r.t.device = "meta";
 }
 
 // _rebuild_qtensor(storage, offset, size, stride, qparams, requires_grad, ...): the scheme and a per-tensor
@@ -545,13 +553,9 @@ void TorchInterpreter::device_copy(const Rebuild& r) {
 // shape and a dtype, the subclass named; no storage.
 void TorchInterpreter::wrapper_subclass(const Rebuild& r) const {
   need(r, 8);
-  Tensor& t = r.t;
-  t.dtype = global_dtype(arg(r.v, 1));
-  if (!t.dtype) fail(r.v, fmt::format("'{}' has an unknown dtype", r.name));
-  shape_stride(r, arg(r.v, 2), arg(r.v, 3));
-  t.x.mut().subclass = arg(r.v, 0) ? arg(r.v, 0)->qualified() : "";
-  t.requires_grad = truthy(arg(r.v, 7));
-  bytes_of(r);
+  storageless(r, 1, "");
+  r.t.x.mut().subclass = arg(r.v, 0) ? arg(r.v, 0)->qualified() : "";
+  r.t.requires_grad = truthy(arg(r.v, 7));
 }
 
 Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {

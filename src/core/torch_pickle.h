@@ -76,6 +76,7 @@ class TorchInterpreter {
   void from_type(const Rebuild& r);
   void parameter(const Rebuild& r);
   void strided(const Rebuild& r, bool v3);
+  void storageless(const Rebuild& r, size_t at, std::string_view what) const;
   void meta(const Rebuild& r) const;
   void quantized(const Rebuild& r);
   void sparse(const Rebuild& r);
@@ -85,11 +86,11 @@ class TorchInterpreter {
   bool is_module(const Value* v) const;
   void walk_module(const Value* v, const std::string& path, int depth);
   void collect(const Value* v, const std::string& path, int depth);
-  // torch_lightning.cc: a Lightning checkpoint's top level, read in two passes (lightning_details, then
-  // lightning_keys) over what the walks below count and describe.
+  // torch_lightning.cc: a Lightning checkpoint's top level, read in two passes (key_details, then
+  // claim_key) over what the walks below count and describe.
   void lightning(const Value* root);
-  void lightning_details(const Value* root);
-  void lightning_keys(const Value* root);
+  void key_details(const std::string& key, const Value* val);
+  void claim_key(const std::string& key, const Value* val);
   TensorCount held_tensors(const Value* v);
   nlohmann::ordered_json state_details(const Value* v);
   void optimizer_details(const std::string& key, size_t index, const Value* o);
