@@ -353,24 +353,19 @@ std::optional<PyInt> py_int(std::string_view line, int base) {
     if (!prefixed && t.size() > 1 && t[0] == '0' && t.find_first_not_of("0_") != std::string_view::npos) return std::nullopt;
   }
   if (prefixed && !t.empty() && t[0] == '_') t.remove_prefix(1);  // "0x_1f"
-  if (t.empty() || t.front() == '_' || t.back() == '_') return std::nullopt;
+  if (t.empty() || t.front() == '_' || t.back() == '_') return std::nullopt;  // refused before any digit's work
   std::vector<uint32_t> limbs{0};
   uint64_t small = 0;
   bool fits = true;
-  char prev = 0;
-  for (const char c : t) {
-    if (c == '_') {
-      if (prev == '_') return std::nullopt;
-      prev = c;
-      continue;
-    }
-    prev = c;
+  const bool digits = py_digits(t, [&](char c) {
     const int d = digit_value(c);
-    if (d >= base) return std::nullopt;
+    if (d >= base) return false;
     if (fits && small <= (UINT64_MAX - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) small = small * base + d;
     else fits = false;
     limbs_muladd(limbs, static_cast<uint64_t>(base), static_cast<uint64_t>(d));
-  }
+    return true;
+  });
+  if (!digits) return std::nullopt;
   PyInt out;
   if (fits && (small <= static_cast<uint64_t>(INT64_MAX) || (neg && small == static_cast<uint64_t>(INT64_MAX) + 1))) {
     out.value = neg ? static_cast<int64_t>(0 - small) : static_cast<int64_t>(small);

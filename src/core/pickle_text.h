@@ -30,6 +30,24 @@ struct PyInt {
 };
 std::optional<PyInt> py_int(std::string_view line, int base);
 
+// The digits of an int literal as Python's int() walks them, once the sign and prefix are gone: single
+// '_' between digits, none leading or trailing. `digit(c)` takes each other character in order and returns
+// false to refuse it. False for an empty text, a misplaced '_' or a refused character.
+template <class Digit>
+bool py_digits(std::string_view t, Digit&& digit) {
+  bool last_digit = false;
+  for (const char c : t) {
+    if (c == '_') {
+      if (!last_digit) return false;
+      last_digit = false;
+      continue;
+    }
+    if (!digit(c)) return false;
+    last_digit = true;
+  }
+  return last_digit;
+}
+
 // INT's argument as load_int reads it: C strtol(line, base 0) when it consumes the whole line (so "010"
 // is 8), otherwise py_int(line, 0). `exact` is set when strtol took the whole line (the only case where
 // "00" / "01" are the booleans).

@@ -1,4 +1,5 @@
 #include "core/tar.h"
+#include "core/pickle_text.h"  // py_digits
 
 #include <fmt/format.h>
 
@@ -34,20 +35,13 @@ std::optional<int64_t> octal(std::string_view t) {
     prefix = true;
   }
   if (prefix && !t.empty() && t[0] == '_') t.remove_prefix(1);
-  if (t.empty()) return std::nullopt;
   uint64_t v = 0;
-  bool last_digit = false;
-  for (char c : t) {
-    if (c == '_') {
-      if (!last_digit) return std::nullopt;
-      last_digit = false;
-      continue;
-    }
-    if (c < '0' || c > '7') return std::nullopt;
+  const bool digits = py_digits(t, [&v](char c) {
+    if (c < '0' || c > '7') return false;
     v = v > (uint64_t{1} << 58) ? uint64_t{1} << 62 : (v << 3) | static_cast<uint64_t>(c - '0');
-    last_digit = true;
-  }
-  if (!last_digit) return std::nullopt;
+    return true;
+  });
+  if (!digits) return std::nullopt;
   return neg ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
 }
 
@@ -169,19 +163,13 @@ int64_t pax_number(std::string_view v) {
     neg = v[0] == '-';
     v.remove_prefix(1);
   }
-  if (v.empty()) return 0;
   uint64_t n = 0;
-  bool last_digit = false;
-  for (char c : v) {
-    if (c == '_' && last_digit) {
-      last_digit = false;
-      continue;
-    }
-    if (c < '0' || c > '9') return 0;
+  const bool digits = py_digits(v, [&n](char c) {
+    if (c < '0' || c > '9') return false;
     n = std::min<uint64_t>(n * 10 + static_cast<uint64_t>(c - '0'), uint64_t{1} << 62);
-    last_digit = true;
-  }
-  if (!last_digit) return 0;
+    return true;
+  });
+  if (!digits) return 0;
   return neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
 }
 

@@ -1,4 +1,5 @@
 #include "core/torch_pickle.h"
+#include "core/pickle_text.h"  // py_digits
 
 #include <fmt/format.h>
 
@@ -102,22 +103,16 @@ std::optional<std::string> python_int_text(std::string_view t, int base) {
   if (prefixed && !t.empty() && t[0] == '_') t.remove_prefix(1);
   if (t.empty() || t.size() > 4096) return std::nullopt;
   std::vector<uint8_t> digits;
-  bool last_digit = false;
-  for (char c : t) {
-    if (c == '_') {
-      if (!last_digit) return std::nullopt;
-      last_digit = false;
-      continue;
-    }
+  const bool ok = py_digits(t, [&](char c) {
     unsigned d;
     if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
     else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') d = static_cast<unsigned>((c | 0x20) - 'a' + 10);
-    else return std::nullopt;
-    if (d >= radix) return std::nullopt;
+    else return false;
+    if (d >= radix) return false;
     digits.push_back(static_cast<uint8_t>(d));
-    last_digit = true;
-  }
-  if (!last_digit) return std::nullopt;
+    return true;
+  });
+  if (!ok) return std::nullopt;
   // base 0: a decimal literal may not start with 0 unless it is all zeros ("00" is 0, "010" an error)
   if (leading_zero_rule && digits.front() == 0 && std::any_of(digits.begin(), digits.end(), [](uint8_t d) { return d != 0; }))
     return std::nullopt;
@@ -285,7 +280,283 @@ bool truthy(const Value* v) {
   return false;
 }
 
+// The dtype a GLOBAL names (torch.float32), nullptr for anything else.
+const DType* global_dtype(const Value* d) { return d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr; }
+
 }  // namespace
+
+// One rebuild call being read: the call, the name its errors give, and the tensor it makes.
+struct TorchInterpreter::Rebuild {
+  const Value* v;
+  const std::string& name;
+  Tensor& t;
+};
+
+void TorchInterpreter::need(const Rebuild& r, size_t n) const {
+  if (nargs(r.v) < n) {
+    const Value* c = r.v->callable();
+    fail(r.v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), c->name(), r.name,
+                          nargs(r.v), n));
+  }
+}
+
+void TorchInterpreter::dims(const Rebuild& r, std::span<const int64_t> sz, std::span<const int64_t> st) const {
+  if (sz.size() != st.size()) fail(r.v, fmt::format("'{}' has {} sizes but {} strides", r.name, sz.size(), st.size()));
+  uint64_t numel = 1;
+  for (size_t k = 0; k < sz.size(); ++k) {
+    if (sz[k] < 0 || st[k] < 0) fail(r.v, fmt::format("'{}' has a negative size or stride", r.name));
+    if (mul_overflows(numel, static_cast<uint64_t>(sz[k]), &numel) || numel > (1ull << 62))
+      fail(r.v, fmt::format("'{}' has more elements than fit in 64 bits", r.name));
+  }
+  r.t.shape.assign(sz.begin(), sz.end());
+  r.t.stride.assign(st.begin(), st.end());
+  r.t.numel = static_cast<int64_t>(numel);
+}
+
+void TorchInterpreter::shape_stride(const Rebuild& r, const Value* size, const Value* stride) const {
+  Ints sz = int_list(size), st = int_list(stride);
+  if (!sz.ok) fail(r.v, fmt::format("size of '{}' is not a tuple of ints", r.name));
+  if (!st.ok) fail(r.v, fmt::format("stride of '{}' is not a tuple of ints", r.name));
+  dims(r, sz.v, st.v);
+}
+
+void TorchInterpreter::bytes_of(const Rebuild& r) const {
+  if (!r.t.dtype) fail(r.v, fmt::format("'{}' has no dtype", r.name));
+  r.t.bytes = dtype_bytes(*r.t.dtype, static_cast<uint64_t>(r.t.numel));  // numel < 2^62 checked by dims
+}
+
+void TorchInterpreter::bind(const Rebuild& r, size_t idx, std::optional<int64_t> offset, const Value* pid,
+                            const DType* explicit_dtype) {
+  const Value* v = r.v;
+  Tensor& t = r.t;
+  Storage& s = ck_.storages[idx];
+  s.in_model |= in_model_;
+  t.storage = s.key;
+  t.device = s.device;
+  t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
+  if (!offset || *offset < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", r.name));
+  t.offset = *offset;
+  // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
+  if (pid && pid->kind == PKind::Tuple && pid->kids().size() > 5) {
+    const Value* view = pid->kids()[5];
+    if (view->kind == PKind::Tuple && view->kids().size() >= 2 && view->kids()[1]->is_int() && view->kids()[1]->i >= 0)
+      t.offset += view->kids()[1]->i;
+  }
+  bytes_of(r);
+  if (t.numel > 0) {
+    uint64_t extent = static_cast<uint64_t>(t.offset) + 1, span;
+    for (size_t k = 0; k < t.shape.size(); ++k) {
+      if (mul_overflows(static_cast<uint64_t>(t.shape[k] - 1), static_cast<uint64_t>(t.stride[k]), &span) ||
+          add_overflows(extent, span, &extent))
+        fail(v, fmt::format("'{}' extent overflows", r.name));
+    }
+    if (extent > (1ull << 62) || dtype_bytes(*t.dtype, extent) > s.nbytes)
+      fail(v, fmt::format("'{}' ({} x {} from offset {}) reaches past its storage '{}' of {} bytes", r.name, t.numel,
+                          t.dtype->name, t.offset, s.key, s.nbytes));
+  }
+}
+
+void TorchInterpreter::with_storage(const Rebuild& r, const Value* pidv, const Value* offset,
+                                    const DType* explicit_dtype) {
+  if (!pidv || pidv->kind != PKind::PersId) fail(r.v, fmt::format("storage of '{}' is not a persistent id", r.name));
+  const Value* pid = pidv->args();
+  const size_t idx = storage(pid, r.v);
+  bind(r, idx, offset && offset->is_int() ? std::optional<int64_t>(offset->i) : std::nullopt, pid, explicit_dtype);
+}
+
+// UninitializedParameter(requires_grad) / UninitializedBuffer: no shape, no storage.
+void TorchInterpreter::uninitialized(const Rebuild& r) const {
+  const std::string_view fn = r.v->callable()->name();
+  Tensor& t = r.t;
+  t.state = TensorState::Uninitialized;
+  t.requires_grad = truthy(arg(r.v, 0));
+  t.kind = fn == "UninitializedBuffer" ? TensorKind::Buffer : TensorKind::Parameter;
+  t.kind_inferred = false;
+  t.is_parameter_object = fn == "UninitializedParameter";
+  if (const Value* d = r.v->kwargs() ? r.v->kwargs()->get("dtype") : nullptr; d && d->kind == PKind::Global)
+    t.dtype = dtype_by_name(d->name());
+  t.device = "";
+}
+
+// torch._tensor._rebuild_from_type_v2(func, type, args, state): the tensor func(*args) makes, as `type`.
+void TorchInterpreter::from_type(const Rebuild& r) {
+  need(r, 3);
+  const Value* v = r.v;
+  const Value* func = arg(v, 0);
+  const Value* type = arg(v, 1);
+  const Value* args = arg(v, 2);
+  Value call;  // a synthetic call of func(*args), never stored
+  ObjExt ext;
+  call.kind = PKind::Object;
+  call.ext = &ext;
+  ext.callable = const_cast<Value*>(func);
+  ext.args = const_cast<Value*>(args);
+  call.offset = v->offset;
+  if (!is_tensor(&call))
+    fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", r.name, func ? func->qualified() : "?"));
+  Tensor& t = r.t;
+  t = tensor(&call, r.name);
+  t.identity = v;
+  std::string q = type ? type->qualified() : "";
+  if (q == "torch.nn.parameter.Parameter") {
+    t.is_parameter_object = true;
+    t.kind = TensorKind::Parameter;
+    t.kind_inferred = false;
+  } else if (q != "torch.Tensor" && !q.empty()) {
+    t.x.mut().subclass = q;
+  }
+}
+
+// _rebuild_parameter(data, requires_grad, backward_hooks[, state]): the tensor it wraps, as a Parameter.
+void TorchInterpreter::parameter(const Rebuild& r) {
+  need(r, 2);
+  const Value* data = arg(r.v, 0);
+  if (!is_tensor(data)) fail(r.v, fmt::format("parameter '{}' does not wrap a tensor", r.name));
+  Tensor& t = r.t;
+  t = tensor(data, r.name);
+  t.identity = r.v;
+  t.requires_grad = truthy(arg(r.v, 1));
+  t.is_parameter_object = true;
+  t.kind = TensorKind::Parameter;
+  t.kind_inferred = false;
+}
+
+// _rebuild_tensor(storage, offset, size, stride), _v2 (..., requires_grad, backward_hooks[, metadata]) and
+// _v3 (..., dtype): a strided view of a storage; v3's dtype over the storage's.
+void TorchInterpreter::strided(const Rebuild& r, bool v3) {
+  need(r, v3 ? 7 : 4);
+  const DType* dt = nullptr;
+  if (v3) {
+    const Value* d = arg(r.v, 6);
+    dt = global_dtype(d);
+    if (!dt)
+      fail(r.v, fmt::format("'{}' has unknown dtype {}", r.name, d && d->kind == PKind::Global ? d->qualified() : "?"));
+  }
+  shape_stride(r, arg(r.v, 2), arg(r.v, 3));
+  with_storage(r, arg(r.v, 0), arg(r.v, 1), dt);
+  r.t.requires_grad = truthy(arg(r.v, 4));
+}
+
+// A tensor with no storage (meta, a wrapper subclass): its dtype, the GLOBAL at argument `at`, the size
+// and stride after it, its bytes. `what` starts the unknown-dtype error ("meta tensor ").
+void TorchInterpreter::storageless(const Rebuild& r, size_t at, std::string_view what) const {
+  r.t.dtype = global_dtype(arg(r.v, at));
+  if (!r.t.dtype) fail(r.v, fmt::format("{}'{}' has an unknown dtype", what, r.name));
+  shape_stride(r, arg(r.v, at + 1), arg(r.v, at + 2));
+  bytes_of(r);
+}
+
+// _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a shape on the meta device.
+void TorchInterpreter::meta(const Rebuild& r) const {
+  need(r, 3);
+  storageless(r, 0, "meta tensor ");
+  r.t.requires_grad = truthy(arg(r.v, 3));
+  r.t.state = TensorState::Meta;
+  r.t.device = "meta";
+}
+
+// _rebuild_qtensor(storage, offset, size, stride, qparams, requires_grad, ...): the scheme and a per-tensor
+// scale / zero point from qparams.
+void TorchInterpreter::quantized(const Rebuild& r) {
+  need(r, 5);
+  Tensor& t = r.t;
+  shape_stride(r, arg(r.v, 2), arg(r.v, 3));
+  with_storage(r, arg(r.v, 0), arg(r.v, 1), nullptr);
+  t.layout = Layout::Quantized;
+  const Value* qp = arg(r.v, 4);
+  if (qp && qp->kind == PKind::Tuple && !qp->kids().empty() && qp->kids()[0]->kind == PKind::Global)
+    t.x.mut().qscheme = qp->kids()[0]->name();
+  if (qp && qp->kind == PKind::Tuple && qp->kids().size() >= 3 && t.x->qscheme.find("per_tensor_affine") != std::string::npos) {
+    const Value* sc = qp->kids()[1];
+    const Value* zp = qp->kids()[2];
+    if (sc && sc->kind == PKind::Float) t.x.mut().q_scale = sc->f;
+    if (sc && sc->is_int()) t.x.mut().q_scale = static_cast<double>(sc->i);
+    if (zp && zp->is_int()) t.x.mut().q_zero_point = zp->i;
+  }
+  // Per-channel scales and zero points are tensors with storages of their own.
+  if (qp && qp->kind == PKind::Tuple)
+    for (const Value* q : qp->kids())
+      if (is_tensor(q)) tensor(q, r.name + " (qparams)");
+  t.requires_grad = truthy(arg(r.v, 5));
+}
+
+// _rebuild_sparse_tensor / _rebuild_sparse_csr_tensor(layout, data): the layout, the parts' bytes, the dense
+// size; dtype, device and storage those of the values.
+void TorchInterpreter::sparse(const Rebuild& r) {
+  need(r, 2);
+  const Value* v = r.v;
+  const std::string& name = r.name;
+  Tensor& t = r.t;
+  const Value* layout = arg(v, 0);
+  const Value* data = arg(v, 1);
+  if (!data || data->kind != PKind::Tuple || data->kids().size() < 3)
+    fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
+  // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
+  std::string_view named = "sparse";
+  if (layout && layout->kind == PKind::Global) named = layout->name();
+  if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
+    named = arg(layout, 0)->str();
+    if (named.substr(0, 6) == "torch.") named.remove_prefix(6);
+  }
+  t.layout = layout_from_name(named);
+  if (t.layout == Layout::Other) t.x.mut().layout_name = std::string(named);
+  const bool coo = t.layout == Layout::SparseCoo;
+  // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
+  const size_t nparts = coo ? 2 : 3;
+  if (data->kids().size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
+  uint64_t stored = 0;
+  for (size_t k = 0; k < nparts; ++k) {
+    if (!is_tensor(data->kids()[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
+    Tensor part = tensor(data->kids()[k], name);
+    stored += part.bytes;
+    if (k == nparts - 1) {
+      t.dtype = part.dtype;
+      t.device = part.device;
+      t.storage = part.storage;
+    }
+  }
+  Ints sz = int_list(data->kids()[nparts]);
+  if (!sz.ok) fail(v, fmt::format("sparse tensor '{}' has no size", name));
+  uint64_t numel = 1;
+  for (int64_t d : sz.v) {
+    if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel))
+      fail(v, fmt::format("sparse tensor '{}' size overflows", name));
+  }
+  t.shape = sz.v;
+  t.numel = static_cast<int64_t>(numel);
+  t.bytes = stored;
+}
+
+// _rebuild_nested_tensor(buffer, sizes, strides, offsets): the buffer, as a nested tensor.
+void TorchInterpreter::nested(const Rebuild& r) {
+  need(r, 1);
+  if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("nested tensor '{}' has no buffer", r.name));
+  Tensor buf = tensor(arg(r.v, 0), r.name);
+  r.t = buf;
+  r.t.identity = r.v;
+  r.t.layout = Layout::Nested;
+}
+
+// _rebuild_device_tensor_from_cpu_tensor / _rebuild_xla_tensor / _rebuild_mlc_tensor(data, dtype, device,
+// requires_grad): the CPU tensor it wraps, on its device.
+void TorchInterpreter::device_copy(const Rebuild& r) {
+  need(r, 3);
+  if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("'{}' does not wrap a CPU tensor", r.name));
+  Tensor& t = r.t;
+  t = tensor(arg(r.v, 0), r.name);
+  t.identity = r.v;
+  if (const Value* dev = arg(r.v, 2); dev && dev->is_str()) t.device = dev->str();
+  t.requires_grad = truthy(arg(r.v, 3));
+}
+
+// _rebuild_wrapper_subclass(cls, dtype, size, stride, storage_offset, layout, device, requires_grad): a
+// shape and a dtype, the subclass named; no storage.
+void TorchInterpreter::wrapper_subclass(const Rebuild& r) const {
+  need(r, 8);
+  storageless(r, 1, "");
+  r.t.x.mut().subclass = arg(r.v, 0) ? arg(r.v, 0)->qualified() : "";
+  r.t.requires_grad = truthy(arg(r.v, 7));
+}
 
 Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   budget();
@@ -300,253 +571,34 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   Tensor t;
   t.name = name;
   t.identity = v;
-  const Value* c = v->callable();
-  const std::string_view fn = c->name();
-
-  auto need = [&](size_t n) {
-    if (nargs(v) < n) fail(v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), fn, name, nargs(v), n));
-  };
-  auto dims = [&](std::span<const int64_t> sz, std::span<const int64_t> st) {
-    if (sz.size() != st.size()) fail(v, fmt::format("'{}' has {} sizes but {} strides", name, sz.size(), st.size()));
-    uint64_t numel = 1;
-    for (size_t k = 0; k < sz.size(); ++k) {
-      if (sz[k] < 0 || st[k] < 0) fail(v, fmt::format("'{}' has a negative size or stride", name));
-      if (mul_overflows(numel, static_cast<uint64_t>(sz[k]), &numel) || numel > (1ull << 62))
-        fail(v, fmt::format("'{}' has more elements than fit in 64 bits", name));
-    }
-    t.shape.assign(sz.begin(), sz.end());
-    t.stride.assign(st.begin(), st.end());
-    t.numel = static_cast<int64_t>(numel);
-  };
-  auto shape_stride = [&](const Value* size, const Value* stride) {
-    Ints sz = int_list(size), st = int_list(stride);
-    if (!sz.ok) fail(v, fmt::format("size of '{}' is not a tuple of ints", name));
-    if (!st.ok) fail(v, fmt::format("stride of '{}' is not a tuple of ints", name));
-    dims(sz.v, st.v);
-  };
-  auto bytes_of = [&]() {
-    if (!t.dtype) fail(v, fmt::format("'{}' has no dtype", name));
-    t.bytes = dtype_bytes(*t.dtype, static_cast<uint64_t>(t.numel));  // numel < 2^62 checked above
-  };
-  // Binds t to storage `idx` at element `offset` (checked non-negative) and checks that every element
-  // lies inside it.
-  auto bind = [&](size_t idx, std::optional<int64_t> offset, const Value* pid, const DType* explicit_dtype) {
-    Storage& s = ck_.storages[idx];
-    s.in_model |= in_model_;
-    t.storage = s.key;
-    t.device = s.device;
-    t.dtype = explicit_dtype ? explicit_dtype : s.dtype;
-    if (!offset || *offset < 0) fail(v, fmt::format("storage offset of '{}' is not a non-negative int", name));
-    t.offset = *offset;
-    // Legacy storage views: a sixth pid field (view_key, offset, size) shifts the offset.
-    if (pid && pid->kind == PKind::Tuple && pid->kids().size() > 5) {
-      const Value* view = pid->kids()[5];
-      if (view->kind == PKind::Tuple && view->kids().size() >= 2 && view->kids()[1]->is_int() && view->kids()[1]->i >= 0)
-        t.offset += view->kids()[1]->i;
-    }
-    bytes_of();
-    if (t.numel > 0) {
-      uint64_t extent = static_cast<uint64_t>(t.offset) + 1, span;
-      for (size_t k = 0; k < t.shape.size(); ++k) {
-        if (mul_overflows(static_cast<uint64_t>(t.shape[k] - 1), static_cast<uint64_t>(t.stride[k]), &span) ||
-            add_overflows(extent, span, &extent))
-          fail(v, fmt::format("'{}' extent overflows", name));
-      }
-      if (extent > (1ull << 62) || dtype_bytes(*t.dtype, extent) > s.nbytes)
-        fail(v, fmt::format("'{}' ({} x {} from offset {}) reaches past its storage '{}' of {} bytes", name, t.numel,
-                            t.dtype->name, t.offset, s.key, s.nbytes));
-    }
-  };
-  auto with_storage = [&](const Value* pidv, const Value* offset, const DType* explicit_dtype) {
-    if (!pidv || pidv->kind != PKind::PersId) fail(v, fmt::format("storage of '{}' is not a persistent id", name));
-    const Value* pid = pidv->args();
-    const size_t idx = storage(pid, v);
-    bind(idx, offset && offset->is_int() ? std::optional<int64_t>(offset->i) : std::nullopt, pid, explicit_dtype);
-  };
+  const Rebuild r{v, name, t};
 
   if (const PackedTensor* p = v->packed()) {  // _rebuild_tensor_v2 as torch.save writes it: the same checks
-    dims({p->sizes(), p->ndim}, {p->strides(), p->ndim});
-    bind(storage(storage_id(p->cls, p->key, p->location, p->numel, v), v), p->offset, nullptr, nullptr);
+    dims(r, {p->sizes(), p->ndim}, {p->strides(), p->ndim});
+    bind(r, storage(storage_id(p->cls, p->key, p->location, p->numel, v), v), p->offset, nullptr, nullptr);
     t.requires_grad = p->requires_grad;
     return t;
   }
 
-  if (c->str() == "torch.nn.parameter") {  // UninitializedParameter(requires_grad) / UninitializedBuffer
-    t.state = TensorState::Uninitialized;
-    t.requires_grad = truthy(arg(v, 0));
-    t.kind = fn == "UninitializedBuffer" ? TensorKind::Buffer : TensorKind::Parameter;
-    t.kind_inferred = false;
-    t.is_parameter_object = fn == "UninitializedParameter";
-    if (const Value* d = v->kwargs() ? v->kwargs()->get("dtype") : nullptr; d && d->kind == PKind::Global)
-      t.dtype = dtype_by_name(d->name());
+  const Value* c = v->callable();
+  const std::string_view fn = c->name();
+  if (c->str() == "torch.nn.parameter") uninitialized(r);
+  else if (c->str() == "torch._tensor") from_type(r);
+  else if (fn == "_rebuild_parameter" || fn == "_rebuild_parameter_with_state") parameter(r);
+  else if (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor") strided(r, false);
+  else if (fn == "_rebuild_tensor_v3") strided(r, true);
+  else if (fn == "_rebuild_meta_tensor_no_storage") meta(r);
+  else if (fn == "_rebuild_qtensor") quantized(r);
+  else if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") sparse(r);
+  else if (fn == "_rebuild_nested_tensor") nested(r);
+  else if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_xla_tensor" || fn == "_rebuild_mlc_tensor")
+    device_copy(r);
+  else if (fn == "_rebuild_wrapper_subclass") wrapper_subclass(r);
+  else {  // anything else in the family (numpy-backed device tensors, ...) is kept as a named entry
+    t.x.mut().subclass = c->qualified();
+    t.layout = Layout::Opaque;
     t.device = "";
-    return t;
   }
-  if (c->str() == "torch._tensor") {  // _rebuild_from_type_v2(func, type, args, state)
-    need(3);
-    const Value* func = arg(v, 0);
-    const Value* type = arg(v, 1);
-    const Value* args = arg(v, 2);
-    Value call;  // a synthetic call of func(*args), never stored
-    ObjExt ext;
-    call.kind = PKind::Object;
-    call.ext = &ext;
-    ext.callable = const_cast<Value*>(func);
-    ext.args = const_cast<Value*>(args);
-    call.offset = v->offset;
-    if (!is_tensor(&call))
-      fail(v, fmt::format("'{}' is rebuilt by {} which is not a tensor rebuild function", name, func ? func->qualified() : "?"));
-    t = tensor(&call, name);
-    t.identity = v;
-    std::string q = type ? type->qualified() : "";
-    if (q == "torch.nn.parameter.Parameter") {
-      t.is_parameter_object = true;
-      t.kind = TensorKind::Parameter;
-      t.kind_inferred = false;
-    } else if (q != "torch.Tensor" && !q.empty()) {
-      t.x.mut().subclass = q;
-    }
-    return t;
-  }
-
-  if (fn == "_rebuild_parameter" || fn == "_rebuild_parameter_with_state") {
-    need(2);
-    const Value* data = arg(v, 0);
-    if (!is_tensor(data)) fail(v, fmt::format("parameter '{}' does not wrap a tensor", name));
-    t = tensor(data, name);
-    t.identity = v;
-    t.requires_grad = truthy(arg(v, 1));
-    t.is_parameter_object = true;
-    t.kind = TensorKind::Parameter;
-    t.kind_inferred = false;
-    return t;
-  }
-  if (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor") {
-    need(4);
-    shape_stride(arg(v, 2), arg(v, 3));
-    with_storage(arg(v, 0), arg(v, 1), nullptr);
-    t.requires_grad = truthy(arg(v, 4));
-    return t;
-  }
-  if (fn == "_rebuild_tensor_v3") {
-    need(7);
-    const Value* d = arg(v, 6);
-    const DType* dt = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
-    if (!dt) fail(v, fmt::format("'{}' has unknown dtype {}", name, d && d->kind == PKind::Global ? d->qualified() : "?"));
-    shape_stride(arg(v, 2), arg(v, 3));
-    with_storage(arg(v, 0), arg(v, 1), dt);
-    t.requires_grad = truthy(arg(v, 4));
-    return t;
-  }
-  if (fn == "_rebuild_meta_tensor_no_storage") {
-    need(3);
-    const Value* d = arg(v, 0);
-    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
-    if (!t.dtype) fail(v, fmt::format("meta tensor '{}' has an unknown dtype", name));
-    shape_stride(arg(v, 1), arg(v, 2));
-    t.requires_grad = truthy(arg(v, 3));
-    t.state = TensorState::Meta;
-    t.device = "meta";
-    bytes_of();
-    return t;
-  }
-  if (fn == "_rebuild_qtensor") {
-    need(5);
-    shape_stride(arg(v, 2), arg(v, 3));
-    with_storage(arg(v, 0), arg(v, 1), nullptr);
-    t.layout = Layout::Quantized;
-    const Value* qp = arg(v, 4);
-    if (qp && qp->kind == PKind::Tuple && !qp->kids().empty() && qp->kids()[0]->kind == PKind::Global)
-      t.x.mut().qscheme = qp->kids()[0]->name();
-    if (qp && qp->kind == PKind::Tuple && qp->kids().size() >= 3 && t.x->qscheme.find("per_tensor_affine") != std::string::npos) {
-      const Value* sc = qp->kids()[1];
-      const Value* zp = qp->kids()[2];
-      if (sc && sc->kind == PKind::Float) t.x.mut().q_scale = sc->f;
-      if (sc && sc->is_int()) t.x.mut().q_scale = static_cast<double>(sc->i);
-      if (zp && zp->is_int()) t.x.mut().q_zero_point = zp->i;
-    }
-    // Per-channel scales and zero points are tensors with storages of their own.
-    if (qp && qp->kind == PKind::Tuple)
-      for (const Value* q : qp->kids())
-        if (is_tensor(q)) tensor(q, name + " (qparams)");
-    t.requires_grad = truthy(arg(v, 5));
-    return t;
-  }
-  if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") {
-    need(2);
-    const Value* layout = arg(v, 0);
-    const Value* data = arg(v, 1);
-    if (!data || data->kind != PKind::Tuple || data->kids().size() < 3)
-      fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
-    // The layout is GLOBAL torch.sparse_coo, or REDUCE(torch.serialization._get_layout, ('torch.sparse_coo',)).
-    std::string_view named = "sparse";
-    if (layout && layout->kind == PKind::Global) named = layout->name();
-    if (layout && layout->kind == PKind::Object && nargs(layout) == 1 && arg(layout, 0)->is_str()) {
-      named = arg(layout, 0)->str();
-      if (named.substr(0, 6) == "torch.") named.remove_prefix(6);
-    }
-    t.layout = layout_from_name(named);
-    if (t.layout == Layout::Other) t.x.mut().layout_name = std::string(named);
-    const bool coo = t.layout == Layout::SparseCoo;
-    // coo: (indices, values, size[, coalesced]); compressed: (compressed, plain, values, size)
-    const size_t nparts = coo ? 2 : 3;
-    if (data->kids().size() < nparts + 1) fail(v, fmt::format("sparse tensor '{}' has malformed data", name));
-    uint64_t stored = 0;
-    for (size_t k = 0; k < nparts; ++k) {
-      if (!is_tensor(data->kids()[k])) fail(v, fmt::format("sparse tensor '{}' component {} is not a tensor", name, k));
-      Tensor part = tensor(data->kids()[k], name);
-      stored += part.bytes;
-      if (k == nparts - 1) {
-        t.dtype = part.dtype;
-        t.device = part.device;
-        t.storage = part.storage;
-      }
-    }
-    Ints sz = int_list(data->kids()[nparts]);
-    if (!sz.ok) fail(v, fmt::format("sparse tensor '{}' has no size", name));
-    uint64_t numel = 1;
-    for (int64_t d : sz.v) {
-      if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel))
-        fail(v, fmt::format("sparse tensor '{}' size overflows", name));
-    }
-    t.shape = sz.v;
-    t.numel = static_cast<int64_t>(numel);
-    t.bytes = stored;
-    return t;
-  }
-  if (fn == "_rebuild_nested_tensor") {
-    need(1);
-    if (!is_tensor(arg(v, 0))) fail(v, fmt::format("nested tensor '{}' has no buffer", name));
-    Tensor buf = tensor(arg(v, 0), name);
-    t = buf;
-    t.identity = v;
-    t.layout = Layout::Nested;
-    return t;
-  }
-  if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_xla_tensor" || fn == "_rebuild_mlc_tensor") {
-    need(3);
-    if (!is_tensor(arg(v, 0))) fail(v, fmt::format("'{}' does not wrap a CPU tensor", name));
-    t = tensor(arg(v, 0), name);
-    t.identity = v;
-    if (const Value* dev = arg(v, 2); dev && dev->is_str()) t.device = dev->str();
-    t.requires_grad = truthy(arg(v, 3));
-    return t;
-  }
-  if (fn == "_rebuild_wrapper_subclass") {
-    need(8);
-    const Value* d = arg(v, 1);
-    t.dtype = d && d->kind == PKind::Global ? dtype_by_name(d->name()) : nullptr;
-    if (!t.dtype) fail(v, fmt::format("'{}' has an unknown dtype", name));
-    shape_stride(arg(v, 2), arg(v, 3));
-    t.x.mut().subclass = arg(v, 0) ? arg(v, 0)->qualified() : "";
-    t.requires_grad = truthy(arg(v, 7));
-    bytes_of();
-    return t;
-  }
-  // Anything else in the family (numpy-backed device tensors, ...) is kept as a named entry.
-  t.x.mut().subclass = c->qualified();
-  t.layout = Layout::Opaque;
-  t.device = "";
   return t;
 }
 

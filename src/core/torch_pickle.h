@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -60,10 +61,39 @@ class TorchInterpreter {
  private:
   size_t storage(const Value* pid, const Value* at);
   size_t storage(StorageId id, const Value* at);
+  // tensor()'s pieces: the checks every rebuild shares (sizes and strides, bytes, the storage it views),
+  // then one member per rebuild family, each filling the Rebuild's tensor.
+  struct Rebuild;
+  void need(const Rebuild& r, size_t n) const;  // at least n arguments
+  void dims(const Rebuild& r, std::span<const int64_t> sz, std::span<const int64_t> st) const;
+  void shape_stride(const Rebuild& r, const Value* size, const Value* stride) const;
+  void bytes_of(const Rebuild& r) const;
+  // Binds the tensor to storage `idx` at element `offset` (checked non-negative) and checks that every
+  // element lies inside it.
+  void bind(const Rebuild& r, size_t idx, std::optional<int64_t> offset, const Value* pid, const DType* explicit_dtype);
+  void with_storage(const Rebuild& r, const Value* pidv, const Value* offset, const DType* explicit_dtype);
+  void uninitialized(const Rebuild& r) const;
+  void from_type(const Rebuild& r);
+  void parameter(const Rebuild& r);
+  void strided(const Rebuild& r, bool v3);
+  void storageless(const Rebuild& r, size_t at, std::string_view what) const;
+  void meta(const Rebuild& r) const;
+  void quantized(const Rebuild& r);
+  void sparse(const Rebuild& r);
+  void nested(const Rebuild& r);
+  void device_copy(const Rebuild& r);
+  void wrapper_subclass(const Rebuild& r) const;
   bool is_module(const Value* v) const;
   void walk_module(const Value* v, const std::string& path, int depth);
   void collect(const Value* v, const std::string& path, int depth);
+  // torch_lightning.cc: a Lightning checkpoint's top level, read in two passes (key_details, then
+  // claim_key) over what the walks below count and describe.
   void lightning(const Value* root);
+  void key_details(const std::string& key, const Value* val);
+  void claim_key(const std::string& key, const Value* val);
+  TensorCount held_tensors(const Value* v);
+  nlohmann::ordered_json state_details(const Value* v);
+  void optimizer_details(const std::string& key, size_t index, const Value* o);
   nlohmann::ordered_json plain(const Value* v, int depth);
   nlohmann::ordered_json tensor_summary(const Value* v);
   [[noreturn]] void fail(const Value* at, const std::string& msg) const;

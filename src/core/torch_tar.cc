@@ -81,6 +81,25 @@ uint64_t count_of(const Unpickled& u, const ByteView& v, const Limits& lim, cons
   return std::stoull(*t);
 }
 
+// The records of the storages and tensors members: the count pickled first, then that many 3-tuple
+// records (`not_tuple` is the error for anything else), each followed by raw bytes that
+// `read(at, items, end)` reads from the record's end, returning where the next record starts. Returns
+// where the last one ended.
+template <class Read>
+uint64_t read_records(const ByteView& v, Heap& heap, const Limits& lim, const char* what, const char* not_tuple,
+                      Read&& read) {
+  const Unpickled n = unpickle(v, 0, heap, lim);
+  uint64_t pos = n.end;
+  for (uint64_t k = 0, count = count_of(n, v, lim, what); k < count; ++k) {
+    const uint64_t at = pos;
+    const Unpickled a = unpickle(v, pos, heap, lim);
+    const Value* t = items_of(a.root, 3);
+    if (!t) v.fail(at, not_tuple);
+    pos = read(at, t, a.end);
+  }
+  return pos;
+}
+
 std::string display_key(const std::string& k) { return k.substr(1); }
 
 Value* make_int(Heap& h, int64_t x, uint64_t at) {
@@ -174,13 +193,8 @@ void resolve_pids(Value* root, Heap& h, const std::unordered_map<std::string, Te
 std::unordered_map<std::string, tar::Stor> read_storages(const ByteView& sv, const ByteView& file, Heap& heap, const Limits& lim) {
   using namespace tar;
   std::unordered_map<std::string, Stor> storages;
-  const Unpickled n = unpickle(sv, 0, heap, lim);
-  uint64_t pos = n.end;
-  for (uint64_t k = 0, count = count_of(n, sv, lim, "storage"); k < count; ++k) {
-    const uint64_t at = pos;
-    Unpickled a = unpickle(sv, pos, heap, lim);
-    const Value* t = items_of(a.root, 3);
-    if (!t) sv.fail(at, "storage record is not a (key, location, storage type) tuple");
+  const char* error = "storage record is not a (key, location, storage type) tuple";
+  const uint64_t pos = read_records(sv, heap, lim, "storage", error, [&](uint64_t at, const Value* t, uint64_t end) {
     Stor s;
     s.root = key_of(t->kids()[0], sv, at, "storage key");
     s.cls = t->kids()[2];
@@ -190,17 +204,17 @@ std::unordered_map<std::string, tar::Stor> read_storages(const ByteView& sv, con
     if (!s.dtype) sv.fail(at, fmt::format("unknown storage type {}", s.cls->qualified()));
     if (!t->kids()[1]->is_str()) sv.fail(at, "storage location is not a string");
     s.location = std::string(t->kids()[1]->str());
-    const int64_t numel = sv.le<int64_t>(a.end);
+    const int64_t numel = sv.le<int64_t>(end);
     uint64_t nbytes;
     if (numel < 0 || mul_overflows(static_cast<uint64_t>(numel), s.dtype->itemsize, &nbytes))
-      sv.fail(a.end, fmt::format("storage {} has a bad element count {}", display_key(s.root), numel));
-    sv.sub(a.end + 8, nbytes, "storage data");
+      sv.fail(end, fmt::format("storage {} has a bad element count {}", display_key(s.root), numel));
+    sv.sub(end + 8, nbytes, "storage data");
     s.root_numel = static_cast<uint64_t>(numel);
     s.byte_len = nbytes;
-    s.file_offset = (sv.address() - file.address()) + a.end + 8;
+    s.file_offset = (sv.address() - file.address()) + end + 8;
     storages[s.root] = s;
-    pos = a.end + 8 + nbytes;
-  }
+    return end + 8 + nbytes;
+  });
   Unpickled views = unpickle(sv, pos, heap, lim);
   if (views.root->kind != PKind::List && views.root->kind != PKind::Tuple) sv.fail(pos, "storage view list is not a list");
   for (const Value* vw : views.root->kids()) {
@@ -230,13 +244,8 @@ std::unordered_map<std::string, tar::Tens> read_tensors(const ByteView& tv, std:
                                                    const Limits& lim) {
   using namespace tar;
   std::unordered_map<std::string, Tens> tensors;
-  const Unpickled n = unpickle(tv, 0, heap, lim);
-  uint64_t pos = n.end;
-  for (uint64_t k = 0, count = count_of(n, tv, lim, "tensor"); k < count; ++k) {
-    const uint64_t at = pos;
-    Unpickled a = unpickle(tv, pos, heap, lim);
-    const Value* t = items_of(a.root, 3);
-    if (!t) tv.fail(at, "tensor record is not a (key, storage key, tensor type) tuple");
+  const char* error = "tensor record is not a (key, storage key, tensor type) tuple";
+  read_records(tv, heap, lim, "tensor", error, [&](uint64_t at, const Value* t, uint64_t end) {
     const std::string key = key_of(t->kids()[0], tv, at, "tensor key");
     auto st = storages.find(key_of(t->kids()[1], tv, at, "tensor storage key"));
     if (st == storages.end())
@@ -244,7 +253,7 @@ std::unordered_map<std::string, tar::Tens> read_tensors(const ByteView& tv, std:
     Tens x;
     x.storage = &st->second;
     x.at = at;
-    pos = a.end;
+    uint64_t pos = end;
     const int32_t ndim = tv.le<int32_t>(pos);
     if (ndim < 0 || ndim > 1024) tv.fail(pos, fmt::format("tensor {} has {} dimensions", display_key(key), ndim));
     pos += 8;
@@ -270,7 +279,8 @@ std::unordered_map<std::string, tar::Tens> read_tensors(const ByteView& tv, std:
                               display_key(x.storage->root), x.storage->byte_len));
     x.offset = offset + static_cast<int64_t>(x.storage->byte_offset / item);
     tensors[key] = std::move(x);
-  }
+    return pos;
+  });
 
   return tensors;
 }
