@@ -12,6 +12,7 @@
 
 #include "cli/common.h"
 #include "core/device.h"
+#include "core/diff.h"
 #include "core/error.h"
 #include "core/severity.h"
 #include "core/summary.h"
@@ -64,10 +65,7 @@ int run_check(const CheckOptions& o);
 
 struct DiffCliOptions : LimitOptions, TextOrJsonOptions {
   std::string a, b;
-  bool values = false;
-  double atol = 0.0, rtol = 0.0;
-  std::string strip_prefix, add_prefix;  // core/diff.h: strip on both sides, add to A
-  bool ignore_dtype = false, ignore_metadata = false, verbose = false;  // core/diff.h
+  DiffOptions diff;  // what the flags set of core/diff.h's options; run_diff adds colour and progress
 };
 
 void setup_diff(CLI::App& app, DiffCliOptions& o);

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "core/text.h"
+#include "core/vfs.h"
 #ifdef CKPT_REMOTE
 #include "remote/remote.h"
 #endif
@@ -39,12 +40,12 @@ Limits LimitOptions::resolve() const {
   return lim;
 }
 
-void install_remote(const LimitOptions& o) {
+void install_inputs(const LimitOptions& o) {
+  const Limits limits = o.resolve();
 #ifdef CKPT_REMOTE
-  remote::install(o.resolve());  // URLs read with these time-outs and retries
-#else
-  (void)o.resolve();
+  remote::install(limits);  // URLs read with these time-outs and retries
 #endif
+  vfs::install_stdin([limits] { return stdin_file(limits); });  // `-`: spooled once, up to stdin-bytes
 }
 
 void add_limit_option(CLI::App* sub, LimitOptions& o) {

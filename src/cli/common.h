@@ -37,9 +37,10 @@ struct LimitOptions {
   std::vector<std::string> limits;
   Limits resolve() const;  // throws UsageError
 };
-// The remote schemes (http(s)://, hf://, s3://) installed once, before the command reads anything, with
-// the --limit values that concern them; a bad --limit is a UsageError here.
-void install_remote(const LimitOptions& o);
+// The input sources installed once, before the command reads anything, with the --limit values that
+// concern them: the remote schemes (http(s)://, hf://, s3://) and stdin (`-`, inputs.h's stdin_file); a bad
+// --limit is a UsageError here.
+void install_inputs(const LimitOptions& o);
 void add_limit_option(CLI::App* sub, LimitOptions& o);
 
 // Option values in ckpt's words (help.cc): a value from a list (also offered by the completions), values

@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -32,8 +31,6 @@
 #include "core/vfs.h"
 
 namespace ckpt::cli {
-
-namespace fs = std::filesystem;
 
 const char* const kCheckpointExtensions[] = {".pt",          ".pth", ".bin", ".ckpt", ".pt2", ".ptl",
                                              ".safetensors", ".pkl", ".tar", ".zip",  nullptr};
@@ -69,9 +66,14 @@ struct Walk {
   std::vector<InputItem>& out;
   std::string error;  // the first directory that could not be listed
 
-  // A remote folder (hf://, s3://): its listing, a tree (no links to follow).
-  void remote_dir(const std::string& rel) {
+  // One folder's listing (vfs::list: local, or a remote one's, a tree without links), files and checkpoint
+  // folders taken, other folders walked. A local folder is walked once, so a symlink loop ends.
+  void dir(const std::string& rel) {
     const std::string path = rel.empty() ? root : vfs::join(root, rel);
+    if (!vfs::is_url(path)) {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
+    }
     std::vector<vfs::Entry> entries;
     try {
       entries = vfs::list(path);
@@ -80,48 +82,17 @@ struct Walk {
       return;
     }
     for (const vfs::Entry& e : entries) {
+      if (e.other) continue;  // a dangling symlink, a socket: nothing to read
       const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
       const std::string child = vfs::join(root, child_rel);
       if (e.dir) {
-        if (any_matches(o.exclude, child_rel)) continue;
-        if (is_checkpoint_dir(child)) {
-          if (selected(child_rel, true, o.include, o.exclude)) out.push_back({child, ""});
-        } else {
-          remote_dir(child_rel);
-        }
-      } else if (selected(child_rel, false, o.include, o.exclude)) {
-        out.push_back({child, ""});
-      }
-    }
-  }
-
-  void dir(const std::string& rel) {
-    if (vfs::is_url(root)) return remote_dir(rel);
-    const std::string path = rel.empty() ? root : vfs::join(root, rel);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) return;
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
-      names.push_back(it->path().filename().string());
-    if (ec) {
-      if (error.empty()) error = fmt::format("cannot list directory {}: {}", path, ec.message());
-      return;
-    }
-    std::sort(names.begin(), names.end());
-    for (const std::string& name : names) {
-      const std::string child_rel = rel.empty() ? name : rel + "/" + name;
-      const std::string child = vfs::join(root, child_rel);
-      struct stat cs {};
-      if (::stat(child.c_str(), &cs) != 0) continue;  // a dangling symlink: nothing to read
-      if (S_ISDIR(cs.st_mode)) {
         if (any_matches(o.exclude, child_rel)) continue;  // an excluded directory is not walked
-        if (is_checkpoint_dir(child)) {
+        if (is_model_folder(child)) {
           if (selected(child_rel, true, o.include, o.exclude)) out.push_back({child, ""});
         } else {
           dir(child_rel);
         }
-      } else if (S_ISREG(cs.st_mode) && selected(child_rel, false, o.include, o.exclude)) {
+      } else if (selected(child_rel, false, o.include, o.exclude)) {
         out.push_back({child, ""});
       }
     }
@@ -137,11 +108,9 @@ bool selected(const std::string& rel, bool is_dir, const std::vector<std::string
   return is_dir || has_checkpoint_extension(rel);
 }
 
-bool is_checkpoint_dir(const std::string& path) { return is_model_folder(path); }
-
 Expanded expand_inputs(const InputOptions& o) {
   if (o.files.empty()) throw UsageError("no FILE given");
-  if (std::count(o.files.begin(), o.files.end(), "-") > 1)
+  if (std::count_if(o.files.begin(), o.files.end(), [](const std::string& f) { return vfs::is_stdin(f); }) > 1)
     throw UsageError("'-' (stdin) given more than once: stdin is read once");
   Expanded e;
   e.several = o.files.size() > 1;
@@ -149,7 +118,7 @@ Expanded expand_inputs(const InputOptions& o) {
   // the others still run.
   for (const std::string& f : o.files) {
     try {
-      if (f == "-" || !vfs::is_dir(f) || is_checkpoint_dir(f)) {
+      if (classify(f) != Operand::Folder) {  // a file, stdin, one checkpoint's folder, or missing (its read says so)
         e.items.push_back({f, ""});
         continue;
       }
@@ -182,17 +151,23 @@ void InputItem::raise() const {
   throw InputError(name, error);
 }
 
-bool write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
+namespace {
+// All n bytes through `io` (::read or ::write), resumed after EINTR and short counts; false at an error or EOF.
+template <class Byte, class Io>
+bool all_of_fd(Io io, int fd, Byte* c, size_t n) {
   while (n) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= static_cast<size_t>(w);
+    const ssize_t k = io(fd, c, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
   }
   return true;
 }
+}  // namespace
+
+bool write_all(int fd, const void* p, size_t n) { return all_of_fd(::write, fd, static_cast<const char*>(p), n); }
+bool read_all(int fd, void* p, size_t n) { return all_of_fd(::read, fd, static_cast<char*>(p), n); }
 
 namespace {
 
@@ -264,21 +239,6 @@ std::shared_ptr<MappedFile> stdin_file(const Limits& limits) {
     }
   }
   return file;
-}
-
-Checkpoint read_named(const std::string& name, const Limits& limits) {
-  return name == "-" ? read_checkpoint(stdin_file(limits), limits) : read_checkpoint(name, limits);
-}
-
-CheckResult check_named(const std::string& name, const Limits& limits) {
-  return name == "-" ? run_checks(stdin_file(limits), limits) : run_checks(name, limits);
-}
-
-std::vector<Finding> security_named(const std::string& name, const Checkpoint* ck, const Limits& limits) {
-  // summary: the pickles only, never a page of tensor data (check scans every member's local header)
-  if (name != "-") return security_findings(name, ck, limits, ScanScope::Pickles);
-  return ck && ck->file ? scan_findings(scan_pickles(*ck->file, limits, ck, ScanScope::Pickles))
-                        : security_findings(*stdin_file(limits), limits);
 }
 
 void flush_output(std::FILE* f) {

@@ -52,11 +52,6 @@ struct Expanded {
 bool selected(const std::string& rel, bool is_dir, const std::vector<std::string>& include,
               const std::vector<std::string>& exclude);
 
-// Whether a directory is ONE checkpoint (a DCP `.metadata`, a sharded *.index.json in it, or a Hugging
-// Face model folder: config.json beside model.safetensors / pytorch_model.bin), read as a whole and
-// never walked.
-bool is_checkpoint_dir(const std::string& path);
-
 // The operands expanded: files kept whatever the globs say, `-` kept, checkpoint directories kept,
 // other directories walked recursively in sorted order (regular files only; symlinks followed, each
 // directory walked once, so a link loop ends). A missing operand stays an item (its read says so).
@@ -71,11 +66,8 @@ std::shared_ptr<MappedFile> stdin_file(const Limits& limits);
 
 // Writes all `n` bytes to `fd` (retrying short writes and EINTR); false on an error or a closed pipe.
 bool write_all(int fd, const void* p, size_t n);
-
-// The readers of core, for an input name that may be `-`.
-Checkpoint read_named(const std::string& name, const Limits& limits);
-CheckResult check_named(const std::string& name, const Limits& limits);
-std::vector<Finding> security_named(const std::string& name, const Checkpoint* ck, const Limits& limits);
+// Reads all `n` bytes from `fd` (retrying short reads and EINTR); false on an error or an early end.
+bool read_all(int fd, void* p, size_t n);
 
 // A JSON document printed over several lines as one line (JSON Lines): ckpt's writers put raw newlines
 // only between tokens (strings escape theirs), so dropping each newline and the indent after it is exact.

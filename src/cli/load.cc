@@ -197,7 +197,7 @@ int load_one(const LoadOptions& o, const DeviceSpec& spec, const std::string& fi
 
   // Freed with the load when it fails or when other inputs follow; with one input kept until exit (CPU
   // tensors are views of its mapping; see summary.cc on not freeing at exit).
-  auto ck = std::make_unique<Checkpoint>(read_named(file, lim));
+  auto ck = std::make_unique<Checkpoint>(read_checkpoint(file, lim));
   rep.format = to_string(ck->format);
   rep.read_seconds = since(t0);
   // Checked by the parent ckpt process while LibTorch started here (see precheck.h)?

@@ -106,7 +106,7 @@ int run_command(const CLI::App& app, std::span<const Command> commands, const Al
     for (const Command& c : commands) {
       if (!app.got_subcommand(c.name)) continue;
       c.validate(*app.get_subcommand(c.name));
-      ckpt::cli::install_remote(*c.limits);
+      ckpt::cli::install_inputs(*c.limits);
 #ifdef CKPT_WITH_TORCH
       if (c.needs_torch) {
         // LibTorch's static destructors and unmapping cost ~0.1 s at exit and do nothing a user needs.

@@ -42,18 +42,6 @@ struct Record {
 };
 #pragma pack(pop)
 
-bool read_all(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n) {
-    const ssize_t r = ::read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
 }  // namespace
 
 void Progress::operator()(uint64_t done, uint64_t total) {
@@ -77,7 +65,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   const Limits lim = o.resolve();
   const Expanded in = expand_inputs(o.inputs);
   (void)json_shape(output_format(o.format, o.json, o.jsonl), in.several);  // refused here, before any fork
-  if (std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return i.name == "-"; })) {
+  if (std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return vfs::is_stdin(i.name); })) {
     try {
       (void)stdin_file(lim);  // now fd 0 is a regular file the child maps too
     } catch (const std::exception& e) {
@@ -117,7 +105,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
       in.items[index].raise();
       // With one input freed by exit, as in summary.cc (sanitizer builds free it, so LeakSanitizer stays
       // meaningful); with several, freed before the next.
-      std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_named(in.items[index].name, lim));
+      std::unique_ptr<Checkpoint> owned = std::make_unique<Checkpoint>(read_checkpoint(in.items[index].name, lim));
       const Checkpoint* ck = owned.get();
       if (!in.several) keep_until_exit(owned);
       std::vector<const Tensor*> list;

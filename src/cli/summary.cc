@@ -135,7 +135,7 @@ namespace {
 // The security findings of a file that could not be read, on `err`, one line each.
 void warn_security(const std::string& name, const Limits& lim, std::FILE* err) {
   try {
-    for (const Finding& f : security_named(name, nullptr, lim))
+    for (const Finding& f : security_findings(name, nullptr, lim, ScanScope::Pickles))
       if (f.id == "dangerous-global" || f.id == "unknown-global")  // a malformed pickle is the error itself
         fmt::print(err, "ckpt: {}[{}]: {}\n", to_string(f.severity), f.id, visible(f.message));
   } catch (const InputError&) {}  // the container itself is broken: the read error says so
@@ -157,7 +157,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
   std::unique_ptr<Checkpoint> owned;
   const vfs::TransferScope transfer;  // what a remote input costs, counted apart from the other inputs'
   try {
-    owned = std::make_unique<Checkpoint>(read_named(name, lim));
+    owned = std::make_unique<Checkpoint>(read_checkpoint(name, lim));
   } catch (const InputError&) {
     // A file summary cannot read may still hold pickles Python would run: name them before the error.
     warn_security(name, lim, err);
@@ -187,7 +187,7 @@ int summarize_one(const SummaryOptions& o, OutputFormat format, const Limits& li
 #endif
   // The same findings `ckpt check` reports: the rules, then the security scan of the file's pickles.
   s.findings = findings(ck, s);
-  for (Finding& x : security_named(name, &ck, lim)) s.findings.push_back(std::move(x));
+  for (Finding& x : security_findings(name, &ck, lim, ScanScope::Pickles)) s.findings.push_back(std::move(x));
   if (vfs::is_url(name) || transfer.stats().requests) {
     // One input: what the process fetched before its scope (the listing that told a folder from a file) is its too.
     const vfs::Transfer& t = transfer.stats();

@@ -63,8 +63,22 @@ class EnvironmentError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Remote inputs (https://, hf://, s3://), the part of Limits the HTTP client takes (remote/http.h): seconds to
+// connect; a transfer slower than low-speed bytes per second over stall-seconds is abandoned; seconds one
+// request may take in all (its redirects and retries included); retries of a request after a 429 / 5xx /
+// connection reset; the largest whole download taken from a server that ignores Range (0: none larger than
+// the first range of 256 KiB).
+struct NetworkLimits {
+  uint64_t connect_seconds = 10;
+  uint64_t stall_seconds = 30;
+  uint64_t low_speed = 1024;
+  uint64_t request_seconds = 300;
+  uint64_t retries = 4;
+  uint64_t download_bytes = 0;
+};
+
 // Resource limits applied while reading untrusted input. Every limit has a clear error when exceeded.
-struct Limits {
+struct Limits : NetworkLimits {
   uint64_t pickle_depth = 1000;  // nesting of MARK / containers on the pickle stack
   uint64_t memo_entries = 50'000'000;  // distinct memo keys (a 1M-tensor state dict stores ~11M)
   uint64_t string_bytes = 256ull << 20;  // one STRING / BYTES / UNICODE payload
@@ -78,16 +92,6 @@ struct Limits {
   // pipe that never ends must not fill the disk. 64 GiB holds any single-file checkpoint published today
   // (a 30B-parameter model in fp16); larger ones come sharded, as directories, which stdin cannot carry.
   uint64_t stdin_bytes = 64ull << 30;
-  // Remote inputs (https://, hf://, s3://): seconds to connect; a transfer slower than low-speed bytes per
-  // second over stall-seconds is abandoned; seconds one request may take in all (its redirects and
-  // retries included); retries of a request after a 429 / 5xx / connection reset; the largest whole
-  // download taken from a server that ignores Range (0: none larger than the first range of 256 KiB).
-  uint64_t connect_seconds = 10;
-  uint64_t stall_seconds = 30;
-  uint64_t low_speed = 1024;
-  uint64_t request_seconds = 300;
-  uint64_t retries = 4;
-  uint64_t download_bytes = 0;
 };
 
 // Sets one limit by its command-line name (pickle-depth, memo-entries, string-bytes, pickle-ops,

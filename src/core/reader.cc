@@ -341,6 +341,16 @@ bool is_model_folder(const std::string& dir) {
   return is_dcp_dir(dir) || !find_index(dir).empty() || !hf_single_weights(dir).empty();
 }
 
+Operand classify(const std::string& path) {
+  switch (vfs::kind(path)) {
+    case vfs::Kind::Missing: return Operand::Missing;
+    case vfs::Kind::Dir: return is_model_folder(path) ? Operand::Model : Operand::Folder;
+    case vfs::Kind::File:
+    case vfs::Kind::Unknown: break;
+  }
+  return Operand::File;
+}
+
 FolderFiles folder_side_files(const std::string& dir, const Checkpoint* ck, const Limits& limits) {
   FolderFiles out;
   out.folder = true;

@@ -27,6 +27,12 @@ Checkpoint read_weights(const std::string& path, std::shared_ptr<MappedFile> fil
 // Hugging Face model folder (config.json beside model.safetensors or pytorch_model.bin).
 bool is_model_folder(const std::string& dir);
 
+// What an operand names, decided once (the CLI's expansion and its walk, check): a file (local, `-` read
+// from stdin, a sharded index, a URL read whole), a folder that is ONE checkpoint (is_model_folder), any
+// other folder (the CLI walks it), or nothing there. Throws what a remote listing throws (401, network).
+enum class Operand : uint8_t { Missing, File, Model, Folder };
+Operand classify(const std::string& path);
+
 // The files of the model folder `dir` that pickle would load besides those `ck` read as the model (its
 // weights or shards, DCP's .metadata and data files, the index): each file in `dir` itself (no
 // sub-folder) whose name ends .bin .pt .pth .ckpt .pkl .pickle .pt2 .ptl (any case), or, in a local folder,

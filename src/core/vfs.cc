@@ -23,16 +23,26 @@ Remote* remote_for(std::string_view path) {
   return r && is_url(path) && r->handles(path) ? r : nullptr;
 }
 
+std::function<std::shared_ptr<MappedFile>()>& stdin_source() {
+  static std::function<std::shared_ptr<MappedFile>()> open;
+  return open;
+}
+
+bool stdin_installed(std::string_view path) { return is_stdin(path) && stdin_source(); }
+
 thread_local std::shared_ptr<Transfer> t_current;
 
 }  // namespace
 
 void install(std::shared_ptr<Remote> remote) { installed() = std::move(remote); }
 
+void install_stdin(std::function<std::shared_ptr<MappedFile>()> open) { stdin_source() = std::move(open); }
+
 
 Kind kind(const std::string& path) {
   if (Remote* r = remote_for(path)) return r->kind(path);
   if (is_url(path)) return Kind::Missing;
+  if (stdin_installed(path)) return Kind::File;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Kind::Missing;
   return S_ISDIR(st.st_mode) ? Kind::Dir : S_ISREG(st.st_mode) ? Kind::File : Kind::Missing;
@@ -46,8 +56,9 @@ std::vector<Entry> list(const std::string& dir) {
     Entry e;
     e.name = it->path().filename().string();
     std::error_code e2;
-    e.dir = it->is_directory(e2);
+    e.dir = it->is_directory(e2);  // a link followed, as stat does
     if (!e.dir && it->is_regular_file(e2)) e.size = it->file_size(e2);
+    else if (!e.dir) e.other = true;
     out.push_back(std::move(e));
   }
   if (ec) throw InputError(dir, "cannot list directory: " + ec.message());
@@ -57,6 +68,7 @@ std::vector<Entry> list(const std::string& dir) {
 
 std::shared_ptr<MappedFile> open(const std::string& path) {
   if (Remote* r = remote_for(path)) return r->open(path);
+  if (stdin_installed(path)) return stdin_source()();
   if (is_url(path))
     throw InputError(path, installed() ? "is a URL of a scheme ckpt does not read (https://, http://, hf://, s3:// are read)"
                                        : "is a URL, and this ckpt was built without remote inputs (no libcurl)");

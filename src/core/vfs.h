@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@ struct Entry {
   std::string name;  // the last component
   bool dir = false;
   uint64_t size = 0;  // files only
+  bool other = false;  // local: neither a directory nor a regular file (a socket, a dangling link): nothing to read
 };
 
 // What a remote scheme provides. Every method may be called from several threads.
@@ -40,6 +42,11 @@ class Remote {
 
 // Installed once at startup, before any thread reads (main). Without one, URLs are missing files.
 void install(std::shared_ptr<Remote> remote);
+
+// `-` names standard input: a file, opened by the source installed at startup (the CLI spools a pipe to a
+// file that maps like any other, under its --limit stdin-bytes). Without one, `-` is a local path.
+inline bool is_stdin(std::string_view path) { return path == "-"; }
+void install_stdin(std::function<std::shared_ptr<MappedFile>()> open);
 
 Kind kind(const std::string& path);
 inline bool is_dir(const std::string& path) { return kind(path) == Kind::Dir; }

@@ -16,18 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/vfs.h"
 
 namespace ckpt::remote {
 
-struct Settings {
-  uint64_t connect_seconds = 10;
-  uint64_t stall_seconds = 30;  // a transfer below low_speed bytes/s for this long is abandoned
-  uint64_t low_speed = 1024;
-  uint64_t request_seconds = 300;  // one get(), its redirects and retries included
-  uint64_t retries = 4;  // after the first try
-  uint64_t download_bytes = 0;  // a server that ignores Range: the largest whole download allowed
-};
+// --limit's network values (core/error.h).
+using Settings = NetworkLimits;
 // Set once at startup from --limit (before any request).
 void configure(const Settings& s);
 const Settings& settings();

@@ -606,14 +606,7 @@ S3Listing parse_s3_listing(const std::string& xml, const std::string& display) {
 }
 
 void install(const Limits& limits) {
-  Settings s;
-  s.connect_seconds = limits.connect_seconds;
-  s.stall_seconds = limits.stall_seconds;
-  s.low_speed = limits.low_speed;
-  s.request_seconds = limits.request_seconds;
-  s.retries = limits.retries;
-  s.download_bytes = limits.download_bytes;
-  configure(s);  // libcurl itself starts with the first request (http.cc): a local input never pays for it
+  configure(limits);  // libcurl itself starts with the first request (http.cc): a local input never pays for it
   static bool installed = false;
   if (!installed) {
     vfs::install(std::make_shared<RemoteFs>());
