@@ -160,6 +160,15 @@ TEST_CASE("bad tar: hostile headers give one-line errors") {
     one_line(e);
     CHECK(e.find("run past the end") != std::string::npos);
   }
+  SUBCASE("a PAX size past 2^64 stays huge (no wrap to a small size)") {
+    std::string b = good;
+    set_field(b, 0, 156, "x");
+    const std::string rec = "29 size=18446744073709551690\n";  // 2^64 + 74
+    b.replace(0x200, rec.size(), rec);
+    const std::string e = tar_error(b);
+    one_line(e);
+    CHECK(e.find("run past the end") != std::string::npos);
+  }
   SUBCASE("more members than the limit") {
     Limits lim;
     lim.zip_entries = 3;

@@ -166,7 +166,8 @@ int64_t pax_number(std::string_view v) {
   uint64_t n = 0;
   const bool digits = py_digits(v, [&n](char c) {
     if (c < '0' || c > '9') return false;
-    n = std::min<uint64_t>(n * 10 + static_cast<uint64_t>(c - '0'), uint64_t{1} << 62);
+    constexpr uint64_t kMost = uint64_t{1} << 62;  // past any file: the size check refuses it
+    n = n > kMost / 10 ? kMost : std::min<uint64_t>(n * 10 + static_cast<uint64_t>(c - '0'), kMost);
     return true;
   });
   if (!digits) return 0;
