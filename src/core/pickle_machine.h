@@ -1,6 +1,6 @@
 // The pickle machine of pickle.cc (internal to it and pickle_pack.cc): the frame-aware cursor, and Machine,
-// the inert VM whose opcode loop is pickle.cc's Machine::run and whose packing of torch.save's tensor calls
-// and skimming of a state dict's _metadata are pickle_pack.cc's.
+// the inert VM whose opcode loop is pickle_machine.cc's Machine::run and whose packing of torch.save's
+// tensor calls and skimming of a state dict's _metadata are pickle_pack.cc's.
 #pragma once
 
 #include <fmt/format.h>
@@ -289,6 +289,11 @@ class Machine {
   [[gnu::always_inline]] inline void build();
   [[gnu::always_inline]] inline void persid(Value* pid, bool nested);
 
+  // Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts
+  // aside), when it has exactly the form PackedTensor describes and every value made since that tuple's
+  // MARK is either in it or a scalar the memo or the packed call still needs. Those scalars are copied out,
+  // the heap is rewound to the MARK, and they come back after it with the packed call: the memo entries of
+  // the dropped containers become kDropped, which makes a later fetch start the pickle again unpacked.
   Value* try_pack(Value* fn, Value* args);
   bool skim_metadata(uint64_t& ops);
   std::string_view str_at(uint64_t at) const;
@@ -507,9 +512,4 @@ class Machine {
   [[gnu::always_inline]] inline void skim_build(uint64_t state_at, bool deep);
 };
 
-// Packs a REDUCE of torch._utils._rebuild_tensor_v2 on the tuple the previous opcode built (memo puts
-// aside), when it has exactly the form PackedTensor describes and every value made since that tuple's
-// MARK is either in it or a scalar the memo or the packed call still needs. Those scalars are copied out,
-// the heap is rewound to the MARK, and they come back after it with the packed call: the memo entries of
-// the dropped containers become kDropped, which makes a later fetch start the pickle again unpacked.
 }  // namespace ckpt::pickle_detail
