@@ -111,6 +111,16 @@ TEST_CASE("pickle: limits give one clear error each") {
   }
   SUBCASE("unknown opcode") { CHECK(error_of("\x80\x02\xff").find("unknown opcode 0xff") != std::string::npos); }
   SUBCASE("stack underflow") { CHECK(error_of("\x80\x02R.").find("REDUCE: stack is empty") != std::string::npos); }
+  SUBCASE("a memo put reads its key before it looks at the stack, as CPython's _pickle does") {
+    // Python 3.11's pickle.loads: b"\x80\x02q" and b"\x80\x02p\n." "pickle data was truncated",
+    // b"\x80\x02q\x00." and b"\x80\x02p7\n." "unpickling stack underflow".
+    const std::string cut = error_of("\x80\x02q");  // BINPUT without its byte, on an empty stack
+    CHECK(cut.find("read of 1 byte past the end") != std::string::npos);
+    CHECK(cut.find("stack is empty") == std::string::npos);
+    CHECK(error_of(B("\x80\x02q\x00.")).find("BINPUT: stack is empty") != std::string::npos);
+    CHECK(error_of("\x80\x02p\n.").find("PUT: empty memo key") != std::string::npos);
+    CHECK(error_of("\x80\x02p7\n.").find("PUT: stack is empty") != std::string::npos);
+  }
   SUBCASE("no STOP") { CHECK(error_of("\x80\x02N").find("data ends before STOP") != std::string::npos); }
   SUBCASE("out-of-band buffer") {
     CHECK(error_of("\x80\x05\x97.").find("out-of-band buffers are not supported") != std::string::npos);

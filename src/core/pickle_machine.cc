@@ -57,6 +57,17 @@ void Machine::mark() {
   if (pack_) mark_at_.push_back({heap_.pos(), memo_log_.size(), cache_log_.size(), mutations_, out_.nested_loads.size()});
 }
 
+// The memo puts, in CPython's _pickle order: the key read (the caller's argument), then the stack's top
+// looked at; PUT's line is parsed as a key only after that.
+void Machine::put(uint64_t key) { memo_put(key, top()); }
+
+void Machine::put_line() {
+  const std::string_view line = text_line();
+  if (line.empty()) fail("empty memo key");  // a short line, refused before the stack is looked at
+  Value* v = top();
+  memo_put(memo_key(line), v);
+}
+
 // Scalars: None, the bools, ints and floats.
 Value* Machine::none() {
   if (!none_) make_cached(none_, PKind::None);
@@ -345,10 +356,10 @@ Unpickled Machine::run() {
       case 0x90: items_from_mark(false); break;
       case 's': setitem(); break;
       case 'u': items_from_mark(true); break;
-      case 'p': memo_put(memo_key(text_line()), top()); break;
-      case 'q': memo_put(c_.u8(), top()); break;
-      case 'r': memo_put(c_.le<uint32_t>(), top()); break;
-      case 0x94: memo_put(memo_count(), top()); break;
+      case 'p': put_line(); break;
+      case 'q': put(c_.u8()); break;
+      case 'r': put(c_.le<uint32_t>()); break;
+      case 0x94: put(memo_count()); break;
       case 'g': push(memo_get(memo_key(text_line()))); break;
       case 'h': push(memo_get(c_.u8())); break;
       case 'j': push(memo_get(c_.le<uint32_t>())); break;

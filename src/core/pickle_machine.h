@@ -262,6 +262,8 @@ class Machine {
   [[gnu::always_inline]] inline void frame();
   [[gnu::always_inline]] inline Unpickled stop();
   [[gnu::always_inline]] inline void mark();
+  [[gnu::always_inline]] inline void put(uint64_t key);
+  [[gnu::always_inline]] inline void put_line();
   [[gnu::always_inline]] inline Value* none();
   [[gnu::always_inline]] inline Value* bool_value(bool b);
   [[gnu::always_inline]] inline Value* int_line();
