@@ -212,15 +212,31 @@ TEST_CASE("bad tar: hostile members of a torch tar checkpoint") {
   }
 }
 
+// A rebuild call with fewer arguments than torch's function takes: Python raises TypeError
+// ("_rebuild_meta_tensor_no_storage() missing 1 required positional argument: 'requires_grad'", torch 2.15's
+// pickle.loads of the first pickle below), so ckpt refuses it too; with the fourth it is a meta tensor.
+TEST_CASE("bad pickle: a rebuild call short of torch's arguments") {
+  const std::string head = "\x80\x02" "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat32\n(K\x02t(K\x01t";
+  std::string error;
+  try {
+    (void)read_checkpoint(MappedFile::from_memory(head + "tR.", "meta3.pkl"));
+  } catch (const InputError& e) { error = e.render(); }
+  CHECK(error == "meta3.pkl: +0x49: torch._utils._rebuild_meta_tensor_no_storage for '' has 3 arguments, expected at least 4");
+  const Checkpoint ck = read_checkpoint(MappedFile::from_memory(head + "\x89tR.", "meta4.pkl"));
+  REQUIRE(ck.tensors.size() == 1);
+  CHECK(ck.tensors[0].state == TensorState::Meta);
+}
+
 // A parameter whose data is the parameter itself (through _rebuild_from_type_v2's mutable argument
 // list): interpreting it must stop, not recurse until the stack runs out.
 TEST_CASE("bad pickle: a tensor rebuilt from itself") {
   // PROTO 2, GLOBAL _rebuild_from_type_v2, MARK, GLOBAL _rebuild_parameter, GLOBAL Parameter, EMPTY_LIST,
-  // BINPUT 0, EMPTY_DICT, TUPLE, REDUCE, BINPUT 1, BINGET 0, BINGET 1, APPEND, NEWFALSE, APPEND, POP, STOP
+  // BINPUT 0, EMPTY_DICT, TUPLE, REDUCE, BINPUT 1, BINGET 0, BINGET 1, APPEND, NEWFALSE, APPEND, EMPTY_DICT,
+  // APPEND, POP, STOP: _rebuild_parameter(p, False, {}) with p itself
   const std::string pkl = std::string("\x80\x02", 2) +
                           "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_parameter\n"
                           "ctorch.nn.parameter\nParameter\n]q" +
-                          std::string(1, '\0') + "}tRq\001h" + std::string(1, '\0') + "h\001a\211a0.";
+                          std::string(1, '\0') + "}tRq\001h" + std::string(1, '\0') + "h\001a\211a}a0.";
   std::string error;
   try {
     (void)read_checkpoint(MappedFile::from_memory(pkl, "loop.pkl"));

@@ -380,7 +380,7 @@ void TorchInterpreter::uninitialized(const Rebuild& r) const {
 
 // torch._tensor._rebuild_from_type_v2(func, type, args, state): the tensor func(*args) makes, as `type`.
 void TorchInterpreter::from_type(const Rebuild& r) {
-  need(r, 3);
+  need(r, 4);
   const Value* v = r.v;
   const Value* func = arg(v, 0);
   const Value* type = arg(v, 1);
@@ -407,9 +407,10 @@ void TorchInterpreter::from_type(const Rebuild& r) {
   }
 }
 
-// _rebuild_parameter(data, requires_grad, backward_hooks[, state]): the tensor it wraps, as a Parameter.
+// _rebuild_parameter(data, requires_grad, backward_hooks) and _rebuild_parameter_with_state (..., state):
+// the tensor it wraps, as a Parameter.
 void TorchInterpreter::parameter(const Rebuild& r) {
-  need(r, 2);
+  need(r, r.v->callable()->name() == "_rebuild_parameter_with_state" ? 4 : 3);
   const Value* data = arg(r.v, 0);
   if (!is_tensor(data)) fail(r.v, fmt::format("parameter '{}' does not wrap a tensor", r.name));
   Tensor& t = r.t;
@@ -424,7 +425,7 @@ void TorchInterpreter::parameter(const Rebuild& r) {
 // _rebuild_tensor(storage, offset, size, stride), _v2 (..., requires_grad, backward_hooks[, metadata]) and
 // _v3 (..., dtype): a strided view of a storage; v3's dtype over the storage's.
 void TorchInterpreter::strided(const Rebuild& r, bool v3) {
-  need(r, v3 ? 7 : 4);
+  need(r, v3 ? 7 : r.v->callable()->name() == "_rebuild_tensor" ? 4 : 6);
   const DType* dt = nullptr;
   if (v3) {
     const Value* d = arg(r.v, 6);
@@ -434,7 +435,7 @@ void TorchInterpreter::strided(const Rebuild& r, bool v3) {
   }
   shape_stride(r, arg(r.v, 2), arg(r.v, 3));
   with_storage(r, arg(r.v, 0), arg(r.v, 1), dt);
-  r.t.requires_grad = truthy(arg(r.v, 4));
+  r.t.requires_grad = truthy(arg(r.v, 4));  // v1 has no requires_grad: nargs 4, so none
 }
 
 // A tensor with no storage (meta, a wrapper subclass): its dtype, the GLOBAL at argument `at`, the size
@@ -448,7 +449,7 @@ void TorchInterpreter::storageless(const Rebuild& r, size_t at, std::string_view
 
 // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a shape on the meta device.
 void TorchInterpreter::meta(const Rebuild& r) const {
-  need(r, 3);
+  need(r, 4);
   storageless(r, 0, "meta tensor ");
   r.t.requires_grad = truthy(arg(r.v, 3));
   r.t.state = TensorState::Meta;
@@ -458,7 +459,7 @@ void TorchInterpreter::meta(const Rebuild& r) const {
 // _rebuild_qtensor(storage, offset, size, stride, qparams, requires_grad, ...): the scheme and a per-tensor
 // scale / zero point from qparams.
 void TorchInterpreter::quantized(const Rebuild& r) {
-  need(r, 5);
+  need(r, 7);
   Tensor& t = r.t;
   shape_stride(r, arg(r.v, 2), arg(r.v, 3));
   with_storage(r, arg(r.v, 0), arg(r.v, 1), nullptr);
@@ -529,7 +530,7 @@ void TorchInterpreter::sparse(const Rebuild& r) {
 
 // _rebuild_nested_tensor(buffer, sizes, strides, offsets): the buffer, as a nested tensor.
 void TorchInterpreter::nested(const Rebuild& r) {
-  need(r, 1);
+  need(r, 4);
   if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("nested tensor '{}' has no buffer", r.name));
   Tensor buf = tensor(arg(r.v, 0), r.name);
   r.t = buf;
@@ -537,10 +538,11 @@ void TorchInterpreter::nested(const Rebuild& r) {
   r.t.layout = Layout::Nested;
 }
 
-// _rebuild_device_tensor_from_cpu_tensor / _rebuild_xla_tensor / _rebuild_mlc_tensor(data, dtype, device,
-// requires_grad): the CPU tensor it wraps, on its device.
+// _rebuild_device_tensor_from_cpu_tensor(data, dtype, device, requires_grad): the CPU tensor it wraps, on
+// its device. (_rebuild_xla_tensor and _rebuild_mlc_tensor take a numpy array, as
+// _rebuild_device_tensor_from_numpy does: named entries, below.)
 void TorchInterpreter::device_copy(const Rebuild& r) {
-  need(r, 3);
+  need(r, 4);
   if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("'{}' does not wrap a CPU tensor", r.name));
   Tensor& t = r.t;
   t = tensor(arg(r.v, 0), r.name);
@@ -591,8 +593,7 @@ Tensor TorchInterpreter::tensor(const Value* v, const std::string& name) {
   else if (fn == "_rebuild_qtensor") quantized(r);
   else if (fn == "_rebuild_sparse_tensor" || fn == "_rebuild_sparse_csr_tensor") sparse(r);
   else if (fn == "_rebuild_nested_tensor") nested(r);
-  else if (fn == "_rebuild_device_tensor_from_cpu_tensor" || fn == "_rebuild_xla_tensor" || fn == "_rebuild_mlc_tensor")
-    device_copy(r);
+  else if (fn == "_rebuild_device_tensor_from_cpu_tensor") device_copy(r);
   else if (fn == "_rebuild_wrapper_subclass") wrapper_subclass(r);
   else {  // anything else in the family (numpy-backed device tensors, ...) is kept as a named entry
     t.x.mut().subclass = c->qualified();

@@ -121,7 +121,7 @@ Value* tuple_value(Heap& h, const std::vector<Value*>& items, uint64_t at) {
 }
 
 // Turns the persistent-id node into torch._utils._rebuild_tensor_v2(PersId(('storage', cls, root key,
-// location, root numel)), offset, size, stride, False): what a zip archive holds for the same tensor.
+// location, root numel)), offset, size, stride, False, {}): what a zip archive holds for the same tensor.
 void become_tensor(Value* node, const Tens& t, Heap& h) {
   const uint64_t at = node->offset;
   const Stor& s = *t.storage;
@@ -138,7 +138,9 @@ void become_tensor(Value* node, const Tens& t, Heap& h) {
   for (int64_t x : t.size) size.push_back(make_int(h, x, at));
   for (int64_t x : t.stride) stride.push_back(make_int(h, x, at));
   Value* no = h.make(PKind::Bool, at);
-  Value* args = tuple_value(h, {pers, make_int(h, t.offset, at), tuple_value(h, size, at), tuple_value(h, stride, at), no}, at);
+  Value* hooks = h.make(PKind::Dict, at);  // backward_hooks: torch writes an empty OrderedDict
+  Value* args =
+      tuple_value(h, {pers, make_int(h, t.offset, at), tuple_value(h, size, at), tuple_value(h, stride, at), no, hooks}, at);
   node->kind = PKind::Object;
   node->how = ObjHow::Reduce;
   ObjExt* ext = h.ext(node);
