@@ -227,6 +227,24 @@ TEST_CASE("bad pickle: a rebuild call short of torch's arguments") {
   CHECK(ck.tensors[0].state == TensorState::Meta);
 }
 
+// A dict whose pickle sets a key twice (Python's pickler never writes that; SETITEMS can): Python keeps one
+// entry, where the key came first, with the last value. torch 2.15's pickle.loads of the two pickles below:
+// {'a': size (3,), 'b': size (2,)} and {'a': 5}.
+TEST_CASE("bad pickle: a key set twice is one entry with the last value, as in Python") {
+  const std::string m2 = "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat32\n(K\x02t(K\x01t\x89tR";
+  const std::string m3 = "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat32\n(K\x03t(K\x01t\x89tR";
+  auto key = [](char c) { return std::string("X\x01\0\0\0", 5) + c; };
+  const Checkpoint ck = read_checkpoint(
+      MappedFile::from_memory("\x80\x02}(" + key('a') + m2 + key('b') + m2 + key('a') + m3 + "u.", "twice.pkl"));
+  REQUIRE(ck.tensors.size() == 2);
+  CHECK(ck.tensors[0].name == "a");
+  CHECK(std::vector<int64_t>(ck.tensors[0].shape.begin(), ck.tensors[0].shape.end()) == std::vector<int64_t>{3});
+  CHECK(ck.tensors[1].name == "b");
+  CHECK(std::vector<int64_t>(ck.tensors[1].shape.begin(), ck.tensors[1].shape.end()) == std::vector<int64_t>{2});
+  const Checkpoint other = read_checkpoint(MappedFile::from_memory("\x80\x02}(" + key('a') + m2 + key('a') + "K\x05u.", "int.pkl"));
+  CHECK(other.tensors.empty());
+}
+
 // A parameter whose data is the parameter itself (through _rebuild_from_type_v2's mutable argument
 // list): interpreting it must stop, not recurse until the stack runs out.
 TEST_CASE("bad pickle: a tensor rebuilt from itself") {

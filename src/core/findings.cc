@@ -138,9 +138,10 @@ void counting_rules(const Checkpoint& ck, const Summary& s, std::vector<Finding>
   if (!s.meta_entries.empty()) {
     std::vector<std::string> meta = entry_names(ck, s.meta_entries);
     out.push_back({"meta-tensors", Severity::Error,
-                   fmt::format("{} {} on the meta device and hold no data; loading fails with \"Cannot copy out of meta tensor; "
+                   fmt::format("{} on the meta device and {} no data; loading fails with \"Cannot copy out of meta tensor; "
                                "no data!\": {}",
-                               meta.size(), meta.size() == 1 ? "entry is" : "entries are", join(meta, ", ", 8, ", and {} more")),
+                               meta.size() == 1 ? "1 entry is" : fmt::format("{} entries are", meta.size()),
+                               meta.size() == 1 ? "holds" : "hold", join(meta, ", ", 8, ", and {} more")),
                    "materialize before saving (module.to_empty(device=...) then initialize, or load real weights)",
                    std::move(meta)});
   }

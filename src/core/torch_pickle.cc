@@ -44,6 +44,88 @@ StorageLocator zip_storage_locator(const ZipReader& zip, std::string dir, const 
 
 namespace {
 
+// Python's dict holds one entry per key: where the key came first, with the value set last. Python's
+// pickler never writes a key twice; a crafted pickle can (SETITEM on a key already set), and torch.load
+// then sees the last value. For each pair of a dict: the pair whose value its entry takes, kRepeated for a
+// key an earlier pair has; empty when no key repeats (str and int keys; others never match). A million-key
+// state dict is checked without a hash table: its keys' 32-bit hashes, radix-sorted with their positions,
+// and only keys whose hashes agree compared.
+constexpr uint32_t kRepeated = UINT32_MAX;
+std::vector<uint32_t> dict_entries(const Kids& p) {
+  const uint32_t n = static_cast<uint32_t>(p.size() / 2);
+  std::vector<uint32_t> take;
+  if (n < 2) return take;
+  std::vector<uint64_t> order, scratch;  // (hash << 32) | position
+  order.reserve(n);
+  for (uint32_t k = 0; k < n; ++k) {
+    const Value* key = p[2 * k];
+    uint64_t h;
+    if (key->is_str()) h = std::hash<std::string_view>()(key->str());
+    else if (key->is_int()) h = std::hash<int64_t>()(key->i) * 0x9E3779B97F4A7C15ull + 1;  // apart from the strs
+    else continue;
+    order.push_back((h >> 32) << 32 | k);
+  }
+  scratch.resize(order.size());
+  for (int shift = 32; shift < 64; shift += 8) {  // LSD radix on the hash's four bytes: stable, positions stay in order
+    size_t count[257] = {};
+    for (const uint64_t x : order) ++count[((x >> shift) & 0xff) + 1];
+    for (size_t d = 1; d < 257; ++d) count[d] += count[d - 1];
+    for (const uint64_t x : order) scratch[count[(x >> shift) & 0xff]++] = x;
+    order.swap(scratch);
+  }
+  // Keys whose hashes agree, sorted by the key itself (then by position), so a run of crafted collisions
+  // costs n log n, never n^2: in each group of equal keys the first position takes the last one's value.
+  auto before = [&p](uint32_t a, uint32_t b) {
+    const Value* x = p[2 * a];
+    const Value* y = p[2 * b];
+    if (x->kind != y->kind) return x->kind < y->kind;
+    if (x->is_str() && x->str() != y->str()) return x->str() < y->str();
+    if (x->is_int() && x->i != y->i) return x->i < y->i;
+    return a < b;
+  };
+  auto equal = [&p](uint32_t a, uint32_t b) {
+    const Value* x = p[2 * a];
+    const Value* y = p[2 * b];
+    return x->kind == y->kind && (x->is_str() ? x->str() == y->str() : x->i == y->i);
+  };
+  std::vector<uint32_t> ks;
+  for (size_t run = 0; run < order.size();) {
+    size_t end = run + 1;
+    while (end < order.size() && order[end] >> 32 == order[run] >> 32) ++end;
+    if (end - run > 1) {
+      ks.clear();
+      for (size_t i = run; i < end; ++i) ks.push_back(static_cast<uint32_t>(order[i]));
+      std::sort(ks.begin(), ks.end(), before);
+      for (size_t g = 0; g < ks.size();) {
+        size_t h = g + 1;
+        while (h < ks.size() && equal(ks[g], ks[h])) ++h;
+        if (h - g > 1) {
+          if (take.empty()) {
+            take.resize(n);
+            for (uint32_t q = 0; q < n; ++q) take[q] = q;
+          }
+          take[ks[g]] = ks[h - 1];
+          for (size_t r = g + 1; r < h; ++r) take[ks[r]] = kRepeated;
+        }
+        g = h;
+      }
+    }
+    run = end;
+  }
+  return take;
+}
+
+// Calls f(key, value) for each entry of a dict's pairs, as Python's dict has them (dict_entries).
+template <class F>
+void each_entry(const Kids& p, F&& f) {
+  const std::vector<uint32_t> take = dict_entries(p);
+  const size_t n = p.size() / 2;
+  for (size_t k = 0; k < n; ++k) {
+    if (take.empty()) f(p[2 * k], p[2 * k + 1]);
+    else if (take[k] != kRepeated) f(p[2 * k], p[2 * take[k] + 1]);
+  }
+}
+
 constexpr std::string_view kMagicDecimal = "119547037146038801333356";  // 0x1950a86a20f9469cfc6c
 
 // Digits (most significant first, each < base) to decimal text, through base-1e9 limbs.
@@ -632,24 +714,20 @@ void TorchInterpreter::walk_module(const Value* v, const std::string& path, int 
   auto members = [&](const char* field, TensorKind kind) {
     const Value* d = st->get(field);
     if (!d) return;
-    const auto& p = d->pairs();
-    for (size_t k = 0; k + 1 < p.size(); k += 2) {
-      if (!p[k]->is_str() || p[k + 1]->kind == PKind::None) continue;
-      if (!is_tensor(p[k + 1])) continue;
-      if (ck_.tensors.size() >= lim_.tensors) fail(p[k + 1], fmt::format("more than {} tensors", lim_.tensors));
-      Tensor t = tensor(p[k + 1], join_path(path, std::string(p[k]->str())));
+    each_entry(d->pairs(), [&](const Value* key, const Value* value) {
+      if (!key->is_str() || value->kind == PKind::None || !is_tensor(value)) return;
+      if (ck_.tensors.size() >= lim_.tensors) fail(value, fmt::format("more than {} tensors", lim_.tensors));
+      Tensor t = tensor(value, join_path(path, std::string(key->str())));
       t.kind = kind;
       t.kind_inferred = false;
       ck_.tensors.push_back(std::move(t));
-    }
+    });
   };
   members("_parameters", TensorKind::Parameter);
   members("_buffers", TensorKind::Buffer);
-  const auto& sub = st->get("_modules")->pairs();
-  for (size_t k = 0; k + 1 < sub.size(); k += 2) {
-    if (!sub[k]->is_str() || !is_module(sub[k + 1])) continue;
-    walk_module(sub[k + 1], join_path(path, std::string(sub[k]->str())), depth + 1);
-  }
+  each_entry(st->get("_modules")->pairs(), [&](const Value* key, const Value* value) {
+    if (key->is_str() && is_module(value)) walk_module(value, join_path(path, std::string(key->str())), depth + 1);
+  });
 }
 
 void TorchInterpreter::collect(const Value* v, const std::string& path, int depth) {
@@ -683,16 +761,16 @@ void TorchInterpreter::collect(const Value* v, const std::string& path, int dept
       ck_.storages.reserve(std::min<size_t>(ck_.storages.size() + n, lim_.tensors));
     }
     std::string child;  // join_path(path, key), in one buffer for every key
-    for (size_t k = 0; k + 1 < p.size(); k += 2) {
-      const Value* key = p[k];
-      if (read_past_ && k % 8192 == 0 && key->offset > told_) (*read_past_)(told_ = key->offset);
-      if (!key->is_str() && !key->is_int()) continue;
+    size_t k = 0;
+    each_entry(p, [&](const Value* key, const Value* value) {
+      if (read_past_ && k++ % 4096 == 0 && key->offset > told_) (*read_past_)(told_ = key->offset);
+      if (!key->is_str() && !key->is_int()) return;
       child.assign(path);
       if (!path.empty()) child += '.';
       if (key->is_str()) child += key->str();
       else child += std::to_string(key->i);
-      collect(p[k + 1], child, depth + 1);
-    }
+      collect(value, child, depth + 1);
+    });
     return;
   }
   if (v->kind == PKind::List || v->kind == PKind::Tuple) {
