@@ -212,7 +212,7 @@ TEST_CASE("bad tar: hostile members of a torch tar checkpoint") {
   }
 }
 
-// A rebuild call with fewer arguments than torch's function takes: Python raises TypeError
+// A rebuild call with fewer (or more) arguments than torch's function takes: Python raises TypeError
 // ("_rebuild_meta_tensor_no_storage() missing 1 required positional argument: 'requires_grad'", torch 2.15's
 // pickle.loads of the first pickle below), so ckpt refuses it too; with the fourth it is a meta tensor.
 TEST_CASE("bad pickle: a rebuild call short of torch's arguments") {
@@ -225,6 +225,12 @@ TEST_CASE("bad pickle: a rebuild call short of torch's arguments") {
   const Checkpoint ck = read_checkpoint(MappedFile::from_memory(head + "\x89tR.", "meta4.pkl"));
   REQUIRE(ck.tensors.size() == 1);
   CHECK(ck.tensors[0].state == TensorState::Meta);
+  // One too many: "_rebuild_meta_tensor_no_storage() takes 4 positional arguments but 5 were given".
+  error.clear();
+  try {
+    (void)read_checkpoint(MappedFile::from_memory(head + "\x89NtR.", "meta5.pkl"));
+  } catch (const InputError& e) { error = e.render(); }
+  CHECK(error == "meta5.pkl: +0x4b: torch._utils._rebuild_meta_tensor_no_storage for '' has 5 arguments, expected at most 4");
 }
 
 // A dict whose pickle sets a key twice (Python's pickler never writes that; SETITEMS can): Python keeps one

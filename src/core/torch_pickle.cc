@@ -374,12 +374,12 @@ struct TorchInterpreter::Rebuild {
   Tensor& t;
 };
 
-void TorchInterpreter::need(const Rebuild& r, size_t n) const {
-  if (nargs(r.v) < n) {
-    const Value* c = r.v->callable();
-    fail(r.v, fmt::format("{}.{} for '{}' has {} arguments, expected at least {}", c->str(), c->name(), r.name,
-                          nargs(r.v), n));
-  }
+void TorchInterpreter::need(const Rebuild& r, size_t lo, size_t hi) const {
+  const size_t n = nargs(r.v);
+  if (n >= lo && n <= hi) return;
+  const Value* c = r.v->callable();
+  fail(r.v, fmt::format("{}.{} for '{}' has {} arguments, expected {} {}", c->str(), c->name(), r.name, n,
+                        n < lo ? "at least" : "at most", n < lo ? lo : hi));
 }
 
 void TorchInterpreter::dims(const Rebuild& r, std::span<const int64_t> sz, std::span<const int64_t> st) const {
@@ -462,7 +462,7 @@ void TorchInterpreter::uninitialized(const Rebuild& r) const {
 
 // torch._tensor._rebuild_from_type_v2(func, type, args, state): the tensor func(*args) makes, as `type`.
 void TorchInterpreter::from_type(const Rebuild& r) {
-  need(r, 4);
+  need(r, 4, 4);
   const Value* v = r.v;
   const Value* func = arg(v, 0);
   const Value* type = arg(v, 1);
@@ -492,7 +492,8 @@ void TorchInterpreter::from_type(const Rebuild& r) {
 // _rebuild_parameter(data, requires_grad, backward_hooks) and _rebuild_parameter_with_state (..., state):
 // the tensor it wraps, as a Parameter.
 void TorchInterpreter::parameter(const Rebuild& r) {
-  need(r, r.v->callable()->name() == "_rebuild_parameter_with_state" ? 4 : 3);
+  const size_t n = r.v->callable()->name() == "_rebuild_parameter_with_state" ? 4 : 3;
+  need(r, n, n);
   const Value* data = arg(r.v, 0);
   if (!is_tensor(data)) fail(r.v, fmt::format("parameter '{}' does not wrap a tensor", r.name));
   Tensor& t = r.t;
@@ -507,7 +508,9 @@ void TorchInterpreter::parameter(const Rebuild& r) {
 // _rebuild_tensor(storage, offset, size, stride), _v2 (..., requires_grad, backward_hooks[, metadata]) and
 // _v3 (..., dtype): a strided view of a storage; v3's dtype over the storage's.
 void TorchInterpreter::strided(const Rebuild& r, bool v3) {
-  need(r, v3 ? 7 : r.v->callable()->name() == "_rebuild_tensor" ? 4 : 6);
+  if (v3) need(r, 7, 8);  // ..., dtype[, metadata]
+  else if (r.v->callable()->name() == "_rebuild_tensor") need(r, 4, 4);
+  else need(r, 6, 7);  // ..., backward_hooks[, metadata]
   const DType* dt = nullptr;
   if (v3) {
     const Value* d = arg(r.v, 6);
@@ -531,7 +534,7 @@ void TorchInterpreter::storageless(const Rebuild& r, size_t at, std::string_view
 
 // _rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad): a shape on the meta device.
 void TorchInterpreter::meta(const Rebuild& r) const {
-  need(r, 4);
+  need(r, 4, 4);
   storageless(r, 0, "meta tensor ");
   r.t.requires_grad = truthy(arg(r.v, 3));
   r.t.state = TensorState::Meta;
@@ -541,7 +544,7 @@ void TorchInterpreter::meta(const Rebuild& r) const {
 // _rebuild_qtensor(storage, offset, size, stride, qparams, requires_grad, ...): the scheme and a per-tensor
 // scale / zero point from qparams.
 void TorchInterpreter::quantized(const Rebuild& r) {
-  need(r, 7);
+  need(r, 7, 7);
   Tensor& t = r.t;
   shape_stride(r, arg(r.v, 2), arg(r.v, 3));
   with_storage(r, arg(r.v, 0), arg(r.v, 1), nullptr);
@@ -566,7 +569,7 @@ void TorchInterpreter::quantized(const Rebuild& r) {
 // _rebuild_sparse_tensor / _rebuild_sparse_csr_tensor(layout, data): the layout, the parts' bytes, the dense
 // size; dtype, device and storage those of the values.
 void TorchInterpreter::sparse(const Rebuild& r) {
-  need(r, 2);
+  need(r, 2, 2);
   const Value* v = r.v;
   const std::string& name = r.name;
   Tensor& t = r.t;
@@ -612,7 +615,7 @@ void TorchInterpreter::sparse(const Rebuild& r) {
 
 // _rebuild_nested_tensor(buffer, sizes, strides, offsets): the buffer, as a nested tensor.
 void TorchInterpreter::nested(const Rebuild& r) {
-  need(r, 4);
+  need(r, 4, 4);
   if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("nested tensor '{}' has no buffer", r.name));
   Tensor buf = tensor(arg(r.v, 0), r.name);
   r.t = buf;
@@ -624,7 +627,7 @@ void TorchInterpreter::nested(const Rebuild& r) {
 // its device. (_rebuild_xla_tensor and _rebuild_mlc_tensor take a numpy array, as
 // _rebuild_device_tensor_from_numpy does: named entries, below.)
 void TorchInterpreter::device_copy(const Rebuild& r) {
-  need(r, 4);
+  need(r, 4, 4);
   if (!is_tensor(arg(r.v, 0))) fail(r.v, fmt::format("'{}' does not wrap a CPU tensor", r.name));
   Tensor& t = r.t;
   t = tensor(arg(r.v, 0), r.name);
@@ -636,7 +639,7 @@ void TorchInterpreter::device_copy(const Rebuild& r) {
 // _rebuild_wrapper_subclass(cls, dtype, size, stride, storage_offset, layout, device, requires_grad): a
 // shape and a dtype, the subclass named; no storage.
 void TorchInterpreter::wrapper_subclass(const Rebuild& r) const {
-  need(r, 8);
+  need(r, 8, 8);
   storageless(r, 1, "");
   r.t.x.mut().subclass = arg(r.v, 0) ? arg(r.v, 0)->qualified() : "";
   r.t.requires_grad = truthy(arg(r.v, 7));

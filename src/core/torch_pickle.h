@@ -64,7 +64,7 @@ class TorchInterpreter {
   // tensor()'s pieces: the checks every rebuild shares (sizes and strides, bytes, the storage it views),
   // then one member per rebuild family, each filling the Rebuild's tensor.
   struct Rebuild;
-  void need(const Rebuild& r, size_t n) const;  // at least n arguments
+  void need(const Rebuild& r, size_t lo, size_t hi) const;  // lo to hi arguments, as Python takes them
   void dims(const Rebuild& r, std::span<const int64_t> sz, std::span<const int64_t> st) const;
   void shape_stride(const Rebuild& r, const Value* size, const Value* stride) const;
   void bytes_of(const Rebuild& r) const;
