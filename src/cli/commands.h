@@ -75,7 +75,8 @@ int run_diff(const DiffCliOptions& o);
 // `ckpt load` (src/cli/load_setup.cc: options, in both binaries; src/cli/load.cc: run, in ckpt-torch only).
 struct LoadOptions : LimitOptions, TextOrJsonOptions {
   InputOptions inputs;  // read one after another (each is materialized on the device)
-  std::string device = "cpu";
+  std::string device = "cpu";  // --device as given (the messages name it)
+  DeviceSpec device_spec;  // --device parsed, once, by validate_load
   bool empty_init = false;
   std::string model;  // TorchScript architecture to load FILE into
   std::string strip_prefix, add_prefix;
@@ -89,7 +90,7 @@ struct LoadOptions : LimitOptions, TextOrJsonOptions {
 };
 
 void setup_load(CLI::App& app, LoadOptions& o);
-void validate_load(const CLI::App& sub, const LoadOptions& o);
+void validate_load(const CLI::App& sub, LoadOptions& o);  // also parses --device into o.device_spec
 // ckpt-torch only: does the load. ckpt hands the command line over with run_load_overlapped (precheck.h).
 int run_load(const LoadOptions& o);
 

@@ -186,10 +186,10 @@ bool closing_notes(const LoadOptions& o, const Checkpoint& ck, LoadReport& rep) 
 }
 
 // One input (`file`, as named in the results); `several`: free its tensors and mapping when done.
-int load_one(const LoadOptions& o, const DeviceSpec& spec, const std::string& file, size_t index, bool several,
-             std::FILE* out, double startup, StagingRing* ring) {
+int load_one(const LoadOptions& o, const std::string& file, size_t index, bool several, std::FILE* out, double startup,
+             StagingRing* ring) {
   const auto t0 = Clock::now();
-  const c10::Device device = torchb::parse_device(spec, o.device);
+  const c10::Device device = torchb::parse_device(o.device_spec, o.device);
   torchb::MaterializeOptions mo = materialize_options(o, device, ring);
   const Limits lim = o.resolve();
   mo.stall_seconds = static_cast<double>(lim.stall_seconds);
@@ -245,7 +245,7 @@ int run_load(const LoadOptions& o) {
   // The streaming load's ring, allocated once for every input, on a thread of its own from here on: its
   // first CUDA call makes the context while LibTorch starts CUDA here and the checkpoint is read.
   std::unique_ptr<StagingRing> ring;
-  const DeviceSpec spec = parse_device_option(o.device);
+  const DeviceSpec& spec = o.device_spec;
   if (spec.kind == DeviceSpec::Kind::Cuda || o.stream)
     ring = std::make_unique<StagingRing>(ring_shape(RingOptions{o.chunk_bytes, o.ring_bytes, 0}),
                                          torchb::make_ring_memory(spec.kind == DeviceSpec::Kind::Cuda, std::max(0, spec.index)));
@@ -260,7 +260,7 @@ int run_load(const LoadOptions& o) {
     };
   return run_inputs(in.items, plan, [&](size_t index, const InputItem& item, std::FILE* out, std::FILE*) {
     // ckpt-torch's start-up counts once, in the first file's time.
-    return load_one(o, spec, item.name, index, in.several, out, index == 0 ? startup : 0.0, ring.get());
+    return load_one(o, item.name, index, in.several, out, index == 0 ? startup : 0.0, ring.get());
   });
 }
 

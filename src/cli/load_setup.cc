@@ -56,7 +56,7 @@ void setup_load(CLI::App& app, LoadOptions& o) {
   add_limit_option(sub, o);
 }
 
-void validate_load(const CLI::App& sub, const LoadOptions& o) {
+void validate_load(const CLI::App& sub, LoadOptions& o) {
   validate_text_or_json(o);
   // Each of these would be accepted and do nothing, which reads as if it had worked.
   if (o.empty_init && o.model.empty())
@@ -66,7 +66,8 @@ void validate_load(const CLI::App& sub, const LoadOptions& o) {
   if (o.checksum && !o.wants_json()) throw UsageError("--checksum needs --json (the CRC-32s are in the JSON report only)");
   if (o.tensors && o.wants_json()) throw UsageError("--tensors is for the text output; the JSON report lists every tensor");
   // Accepted and ignored elsewhere would read as if they had worked.
-  const DeviceSpec::Kind kind = parse_device_option(o.device).kind;
+  o.device_spec = parse_device_option(o.device);
+  const DeviceSpec::Kind kind = o.device_spec.kind;
   if (o.stream && kind != DeviceSpec::Kind::Cpu)
     throw UsageError("--stream is for --device cpu (cuda always streams; meta reads no byte)");
   if (kind != DeviceSpec::Kind::Cuda && !o.stream)

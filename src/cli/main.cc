@@ -184,10 +184,7 @@ int main(int argc, char** argv) {
 #else
     {"load", &load, [&](const CLI::App& sub) { validate_load(sub, load); }, [] { return true; }, nullptr,
 #endif
-     [&] {
-       (void)ckpt::cli::parse_device_option(load.device);  // what run_load checks first: refused before any fork
-       return run_load_overlapped(argc, argv, load);
-     }},
+     [&] { return run_load_overlapped(argc, argv, load); }},  // --device refused by validate_load, before any fork
   };
   std::string command = "ckpt";  // the one named, for the --help hint
   // --version, and --help below: their text is output like any report's (a write that fails is exit 4).

@@ -76,7 +76,7 @@ int run_load_overlapped(int argc, char** argv, const LoadOptions& o) {
   // meta reads no byte; cuda (and cpu --stream) count NaN / Inf where the tensors land: nothing to
   // overlap. A remote input is fetched once, by ckpt-torch, not once here and again there.
   const bool remote = std::any_of(in.items.begin(), in.items.end(), [](const InputItem& i) { return vfs::is_url(i.name); });
-  if (parse_device_option(o.device).kind != DeviceSpec::Kind::Cpu || o.stream || remote || ::pipe2(fds, O_CLOEXEC) != 0)
+  if (o.device_spec.kind != DeviceSpec::Kind::Cpu || o.stream || remote || ::pipe2(fds, O_CLOEXEC) != 0)
     exec_torch_backend(argc, argv, "ckpt load");
   std::fflush(stdout);
   std::fflush(stderr);
