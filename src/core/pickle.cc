@@ -99,6 +99,72 @@ Value* Value::get(std::string_view key) const {
   return found;
 }
 
+// dict_entries (pickle.h).
+std::vector<uint32_t> dict_entries(const Kids& p) {
+  const uint32_t n = static_cast<uint32_t>(p.size() / 2);
+  std::vector<uint32_t> take;
+  if (n < 2) return take;
+  std::vector<uint64_t> order, scratch;  // (hash << 32) | position
+  order.reserve(n);
+  for (uint32_t k = 0; k < n; ++k) {
+    const Value* key = p[2 * k];
+    uint64_t h;
+    if (key->is_str()) h = std::hash<std::string_view>()(key->str());
+    else if (key->is_int()) h = std::hash<int64_t>()(key->i) * 0x9E3779B97F4A7C15ull + 1;  // apart from the strs
+    else continue;
+    order.push_back((h >> 32) << 32 | k);
+  }
+  scratch.resize(order.size());
+  for (int shift = 32; shift < 64; shift += 8) {  // LSD radix on the hash's four bytes: stable, positions stay in order
+    size_t count[257] = {};
+    for (const uint64_t x : order) ++count[((x >> shift) & 0xff) + 1];
+    for (size_t d = 1; d < 257; ++d) count[d] += count[d - 1];
+    for (const uint64_t x : order) scratch[count[(x >> shift) & 0xff]++] = x;
+    order.swap(scratch);
+  }
+  // Keys whose hashes agree, sorted by the key itself (then by position), so a run of crafted collisions
+  // costs n log n, never n^2: in each group of equal keys the first position takes the last one's value.
+  auto before = [&p](uint32_t a, uint32_t b) {
+    const Value* x = p[2 * a];
+    const Value* y = p[2 * b];
+    if (x->kind != y->kind) return x->kind < y->kind;
+    if (x->is_str() && x->str() != y->str()) return x->str() < y->str();
+    if (x->is_int() && x->i != y->i) return x->i < y->i;
+    return a < b;
+  };
+  auto equal = [&p](uint32_t a, uint32_t b) {
+    const Value* x = p[2 * a];
+    const Value* y = p[2 * b];
+    return x->kind == y->kind && (x->is_str() ? x->str() == y->str() : x->i == y->i);
+  };
+  std::vector<uint32_t> ks;
+  for (size_t run = 0; run < order.size();) {
+    size_t end = run + 1;
+    while (end < order.size() && order[end] >> 32 == order[run] >> 32) ++end;
+    if (end - run > 1) {
+      ks.clear();
+      for (size_t i = run; i < end; ++i) ks.push_back(static_cast<uint32_t>(order[i]));
+      std::sort(ks.begin(), ks.end(), before);
+      for (size_t g = 0; g < ks.size();) {
+        size_t h = g + 1;
+        while (h < ks.size() && equal(ks[g], ks[h])) ++h;
+        if (h - g > 1) {
+          if (take.empty()) {
+            take.resize(n);
+            for (uint32_t q = 0; q < n; ++q) take[q] = q;
+          }
+          take[ks[g]] = ks[h - 1];
+          for (size_t r = g + 1; r < h; ++r) take[ks[r]] = kRepeatedKey;
+        }
+        g = h;
+      }
+    }
+    run = end;
+  }
+  return take;
+}
+
+
 }  // namespace ckpt
 
 

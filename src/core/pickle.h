@@ -316,4 +316,25 @@ Unpickled unpickle(const ByteView& data, uint64_t start, Heap& heap, const Limit
 // `builtins.range`, `copy_reg._reconstructor` -> `copyreg._reconstructor`).
 std::pair<std::string_view, std::string_view> python3_global(std::string_view module, std::string_view name);
 
+// Python's dict holds one entry per key: where the key came first, with the value set last. Python's
+// pickler never writes a key twice; a crafted pickle can (SETITEM on a key already set), and torch.load
+// then sees the last value. For each pair of a dict: the pair whose value its entry takes, kRepeatedKey for a
+// key an earlier pair has; empty when no key repeats (str and int keys; others never match). A million-key
+// state dict is checked without a hash table: its keys' 32-bit hashes, radix-sorted with their positions,
+// and only keys whose hashes agree compared.
+inline constexpr uint32_t kRepeatedKey = UINT32_MAX;
+std::vector<uint32_t> dict_entries(const Kids& pairs);
+
+// Calls f(key, value) for each entry of a dict's pairs, as Python's dict has them (dict_entries).
+template <class F>
+void each_entry(const Kids& p, F&& f) {
+  const std::vector<uint32_t> take = dict_entries(p);
+  const size_t n = p.size() / 2;
+  for (size_t k = 0; k < n; ++k) {
+    if (take.empty()) f(p[2 * k], p[2 * k + 1]);
+    else if (take[k] != kRepeatedKey) f(p[2 * k], p[2 * take[k] + 1]);
+  }
+}
+
+
 }  // namespace ckpt
