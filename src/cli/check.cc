@@ -131,7 +131,7 @@ int run_check(const CheckOptions& o) {
     bool environment = false;
     try {
       item.raise();
-      if (classify(item.name) == Operand::Missing) (void)vfs::open(item.name);  // "cannot open"
+      if (vfs::kind(item.name) == vfs::Kind::Missing) (void)vfs::open(item.name);  // "cannot open"
       result = run_checks(item.name, lim);
       if ((o.verify || o.values) && result.read_error.empty() && result.checkpoint) {
         // The checks that read every byte: on the checkpoint the checks above read, one pass each.

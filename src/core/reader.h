@@ -27,7 +27,7 @@ Checkpoint read_weights(const std::string& path, std::shared_ptr<MappedFile> fil
 // Hugging Face model folder (config.json beside model.safetensors or pytorch_model.bin).
 bool is_model_folder(const std::string& dir);
 
-// What an operand names, decided once (the CLI's expansion and its walk, check): a file (local, `-` read
+// What an operand names, decided once for the CLI's expansion: a file (local, `-` read
 // from stdin, a sharded index, a URL read whole), a folder that is ONE checkpoint (is_model_folder), any
 // other folder (the CLI walks it), or nothing there. Throws what a remote listing throws (401, network).
 enum class Operand : uint8_t { Missing, File, Model, Folder };
